@@ -1,0 +1,23 @@
+# Two commands for a fresh machine (README):
+#   make book   set up .venv, build the site into _build/html
+#   make test   the whole test suite (what CI runs)
+VENV ?= .venv
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: book test setup clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh
+	VENV=$(VENV) bash scripts/setup.sh
+
+setup: $(VENV)/.installed
+
+book: $(VENV)/.installed
+	$(VENV)/bin/jupyter-book build . -W --keep-going
+	@echo "站点已构建:用浏览器打开 $(abspath _build/html/index.html)"
+
+test: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf _build

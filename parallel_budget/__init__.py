@@ -1,0 +1,62 @@
+"""parallel_budget: the quantitative model of the course.
+
+"四张卡,为什么既没省四倍内存,也没快四倍?" -- every number in the book, the
+in-page calculators, the grader and the labs comes from these functions.
+
+Modules, one concept each:
+
+* :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
+* :mod:`.update`        one data-parallel update, sum vs mean
+* :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
+* :mod:`.steptime`      step time, speedup, efficiency, overlap
+* :mod:`.memory`        ZeRO resident model-state table
+* :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
+"""
+
+from .communication import RingAllReduce, busbw, ring_allreduce, ring_send_factor
+from .memory import ZeroMemory, ZeroTable, zero_memory, zero_table
+from .parallelism import (
+    PipelineBubble,
+    PipelineSchedule,
+    TensorParallelComm,
+    pipeline_bubble,
+    pipeline_bubble_over_ideal,
+    pipeline_schedule,
+    tp_allreduce,
+)
+from .steptime import StepTime, step_time
+from .units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
+from .update import DataParallelUpdate, data_parallel_update
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataParallelUpdate",
+    "PipelineBubble",
+    "PipelineSchedule",
+    "Q_",
+    "RingAllReduce",
+    "StepTime",
+    "TensorParallelComm",
+    "ZeroMemory",
+    "ZeroTable",
+    "as_bandwidth",
+    "as_bytes",
+    "as_params",
+    "as_time",
+    "busbw",
+    "data_parallel_update",
+    "fmt",
+    "fmt_percent",
+    "parse",
+    "pipeline_bubble",
+    "pipeline_bubble_over_ideal",
+    "pipeline_schedule",
+    "ring_allreduce",
+    "ring_send_factor",
+    "step_time",
+    "tp_allreduce",
+    "ureg",
+    "zero_memory",
+    "zero_table",
+]

@@ -1,0 +1,263 @@
+"""The course's one unit registry, and parsing and formatting of quantities.
+
+Every other module converts its arguments here, so the rules live in one place:
+
+* ``GB`` is 10**9 bytes, ``Gb`` is 10**9 bits, ``GiB`` is 2**30 bytes.
+* A plain number is read in SI base units: bytes, bytes per second, seconds.
+* A string (``"2 GB"``, ``"25 Gb/s"``, ``"400 ms"``) or a pint Quantity of
+  this registry is converted; a value of the wrong dimension raises one
+  ``ValueError`` that names the argument, what was given and what is accepted.
+
+The registry is small on purpose.  pint's default registry reads ``Gb`` as
+gilbert and treats bits as dimensionless, which would let ``"25 GB"`` pass as a
+bandwidth; this one knows only time and information.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+
+import pint
+
+_DEFINITIONS = """
+nano- = 1e-9 = n-
+micro- = 1e-6 = u- = µ-
+milli- = 1e-3 = m-
+kilo- = 1e3 = k-
+mega- = 1e6 = M-
+giga- = 1e9 = G-
+tera- = 1e12 = T-
+peta- = 1e15 = P-
+kibi- = 2**10 = Ki-
+mebi- = 2**20 = Mi-
+gibi- = 2**30 = Gi-
+tebi- = 2**40 = Ti-
+second = [time] = s = sec
+minute = 60 * second = min
+hour = 60 * minute = h = hr
+bit = [information] = b
+byte = 8 * bit = B
+"""
+
+ureg = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=False)
+for _line in _DEFINITIONS.strip().splitlines():
+    ureg.define(_line)
+ureg.formatter.default_format = "~"
+Q_ = ureg.Quantity
+Quantity = ureg.Quantity
+
+# What each kind of argument accepts, for messages and for the calculators.
+KINDS = {
+    "bytes": {
+        "dim": "[information]",
+        "base": "byte",
+        "zh": "数据量",
+        "units": "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB, b, Mb, Gb",
+        "example": '"2 GB"',
+    },
+    "bandwidth": {
+        "dim": "[information] / [time]",
+        "base": "byte / second",
+        "zh": "带宽",
+        "units": "B/s, MB/s, GB/s, GiB/s, Mb/s, Gb/s",
+        "example": '"25 GB/s"',
+    },
+    "time": {
+        "dim": "[time]",
+        "base": "second",
+        "zh": "时间",
+        "units": "s, ms, us, ns, min, h",
+        "example": '"400 ms"',
+    },
+}
+
+_DIM_NAMES_ZH = {
+    "[information]": "数据量",
+    "[information] / [time]": "带宽",
+    "[time]": "时间",
+    "dimensionless": "纯数字",
+}
+
+
+def _describe_dim(q) -> str:
+    key = str(q.dimensionality)
+    return _DIM_NAMES_ZH.get(key, key)
+
+
+def _where(func: str, arg: str) -> str:
+    return f"{func}() 的参数 {arg}" if func else f"参数 {arg}"
+
+
+def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quantity:
+    """Return ``value`` as a Quantity of ``kind`` ('bytes', 'bandwidth', 'time').
+
+    Accepts a plain real number (read in the kind's SI base unit), a string with
+    a unit, or a Quantity of this registry.  Raises ``ValueError`` with a message
+    that names ``arg``, the given value and the accepted units.  Negative values,
+    NaN and infinity are refused.
+    """
+    spec = KINDS[kind]
+    where = _where(func, arg)
+    accepted = f"可用单位:{spec['units']};也可给纯数字,按 {spec['base']} 理解。例如 {spec['example']}"
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{where} 需要{spec['zh']},收到 {value!r}。{accepted}")
+    if isinstance(value, pint.Quantity):
+        if value._REGISTRY is not ureg:
+            value = Q_(value.magnitude, str(value.units))
+        q = value
+    elif isinstance(value, numbers.Real):
+        q = Q_(float(value), spec["base"])
+    elif isinstance(value, str):
+        text = value.strip().replace("Gbps", "Gb/s").replace("GBps", "GB/s")
+        if not text:
+            raise ValueError(f"{where} 是空字符串。{accepted}")
+        if not re.match(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
+            raise ValueError(f"{where} 应以数字开头,收到 {value!r}。{accepted}")
+        try:
+            q = ureg(text)
+        except pint.UndefinedUnitError as exc:
+            names = getattr(exc, "unit_names", None) or (str(exc),)
+            unit = names[0] if isinstance(names, (tuple, list)) else names
+            hint = ";KB 有歧义,请写 kB(1000 B)或 KiB(1024 B)" if "KB" in text else ""
+            raise ValueError(f"{where} 含未知单位 {unit!r}(收到 {value!r}){hint}。{accepted}") from None
+        except Exception:
+            raise ValueError(f"{where} 无法解析:{value!r}。{accepted}") from None
+        if not isinstance(q, pint.Quantity):
+            q = Q_(float(q), spec["base"])
+        elif q.dimensionless:
+            q = Q_(float(q.magnitude), spec["base"])
+    else:
+        raise ValueError(f"{where} 需要{spec['zh']},收到 {type(value).__name__} 类型的 {value!r}。{accepted}")
+    if not q.check(spec["dim"]):
+        raise ValueError(
+            f"{where} 需要{spec['zh']}({spec['dim']}),收到 {value!r},它是{_describe_dim(q)}。{accepted}"
+        )
+    mag = q.to(spec["base"]).magnitude
+    if isinstance(mag, complex) or not math.isfinite(mag):
+        raise ValueError(f"{where} 必须是有限的数,收到 {value!r}。{accepted}")
+    if mag < 0:
+        raise ValueError(f"{where} 不能为负数,收到 {value!r}。{accepted}")
+    return q.to(spec["base"])
+
+
+def as_bytes(value, *, arg: str = "size", func: str = "") -> pint.Quantity:
+    """A data size in bytes. ``"2 GB"`` -> 2e9 B; ``"1 Gb"`` -> 1.25e8 B."""
+    return parse(value, "bytes", arg=arg, func=func)
+
+
+def as_bandwidth(value, *, arg: str = "bandwidth", func: str = "") -> pint.Quantity:
+    """A bandwidth in bytes per second. ``"25 Gb/s"`` -> 3.125e9 B/s."""
+    return parse(value, "bandwidth", arg=arg, func=func)
+
+
+def as_time(value, *, arg: str = "time", func: str = "") -> pint.Quantity:
+    """A duration in seconds. ``"400 ms"`` -> 0.4 s."""
+    return parse(value, "time", arg=arg, func=func)
+
+
+def as_count(value, *, arg: str, func: str = "", minimum: int = 1) -> int:
+    """A whole number >= ``minimum`` (ranks, stages, microbatches, layers ...).
+
+    Accepts ints and integral floats (``4.0``); refuses bools, fractions,
+    strings and values below ``minimum`` with a message naming ``arg``.
+    """
+    where = _where(func, arg)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+    if int(value) != value:
+        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+    if int(value) < minimum:
+        raise ValueError(f"{where} 至少为 {minimum},收到 {value!r}。")
+    return int(value)
+
+
+_COUNT_SUFFIX = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def as_params(value, *, arg: str = "params", func: str = "") -> float:
+    """A parameter count: ``1e9``, ``"1.3e9"``, ``"350M"``, ``"7B"`` (B = billion here)."""
+    where = _where(func, arg)
+    accepted = '可写 1e9、"1.3e9"、"350M"、"7B"(B 表示十亿个参数)'
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{where} 需要参数个数,收到 {value!r}。{accepted}")
+    if isinstance(value, numbers.Real):
+        n = float(value)
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([kKMBGT]?)\s*", value)
+        if not m:
+            raise ValueError(f"{where} 无法解析为参数个数:{value!r}。{accepted}")
+        n = float(m.group(1)) * _COUNT_SUFFIX[m.group(2)]
+    else:
+        raise ValueError(f"{where} 需要参数个数,收到 {type(value).__name__}。{accepted}")
+    if not math.isfinite(n) or n <= 0:
+        raise ValueError(f"{where} 必须是正的有限数,收到 {value!r}。{accepted}")
+    return n
+
+
+def as_fraction(value, *, arg: str, func: str = "") -> float:
+    """A number in [0, 1] (an overlap fraction, say)."""
+    where = _where(func, arg)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{where} 需要 0 到 1 之间的数,收到 {value!r}。例如 {arg}=0.5")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{where} 需要 0 到 1 之间的数,收到 {value!r}。例如 {arg}=0.5")
+    return float(value)
+
+
+def as_positive(value, *, arg: str, func: str = "", allow_zero: bool = False) -> float:
+    """A plain positive number (bytes per element, learning rate ...)."""
+    where = _where(func, arg)
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, numbers.Real)
+        and math.isfinite(value)
+        and (value >= 0 if allow_zero else value > 0)
+    )
+    if not ok:
+        need = "非负数" if allow_zero else "正数"
+        raise ValueError(f"{where} 需要有限的{need},收到 {value!r}。")
+    return float(value)
+
+
+# ---------------------------------------------------------------- formatting
+
+_DEFAULT_UNIT = {
+    "[information]": "GB",
+    "[information] / [time]": "GB/s",
+    "[time]": "ms",
+}
+
+
+def _trim(x: float, digits: int) -> str:
+    if x == 0:
+        return "0"
+    s = f"{x:.{digits}g}"
+    if "e" in s:
+        return s
+    if "." in s:
+        s = s.rstrip("0").rstrip(".")
+    return s
+
+
+def fmt(q, unit: str | None = None, digits: int = 3) -> str:
+    """Format a Quantity for prose: ``fmt(Q_(3e9, "B"))`` -> ``"3 GB"``.
+
+    Sizes default to decimal GB, bandwidths to GB/s, times to ms; pass ``unit``
+    to choose ("s", "MB", "GiB" ...).  ``digits`` are significant digits.
+    """
+    if not isinstance(q, pint.Quantity):
+        return _trim(float(q), digits)
+    if unit is None:
+        unit = _DEFAULT_UNIT.get(str(q.dimensionality))
+    if unit is not None:
+        q = q.to(unit)
+    return f"{_trim(float(q.magnitude), digits)} {q.units:~}".replace(" / ", "/")
+
+
+def fmt_percent(x: float, digits: int = 3) -> str:
+    """``fmt_percent(0.4545)`` -> ``"45.5%"``."""
+    return f"{_trim(100 * float(x), digits)}%"

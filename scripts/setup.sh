@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Create .venv with everything the course needs. Idempotent; called by `make`.
+# System packages (Debian): fonts-noto-cjk for Chinese in figures, chromium for
+# browser tests. Installed when running as root with apt-get; otherwise we say
+# what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+PYTHON="${PYTHON:-python3.11}"
+
+need_pkgs=()
+dpkg -s fonts-noto-cjk >/dev/null 2>&1 || need_pkgs+=(fonts-noto-cjk)
+if [ "${PB_WITH_BROWSER:-1}" = 1 ]; then
+  [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian packages: ${need_pkgs[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    rm -rf "${HOME}/.cache/matplotlib"
+  else
+    echo "setup: please install the Debian packages: ${need_pkgs[*]} (sudo apt-get install ${need_pkgs[*]})" >&2
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV with $PYTHON"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+fi
+echo "setup: installing requirements.txt into $VENV"
+"$VENV/bin/pip" install -q -r requirements.txt
+touch "$VENV/.installed"

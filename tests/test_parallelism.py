@@ -1,0 +1,54 @@
+"""Do the pipeline and tensor-parallel formulas hold, in closed form and by schedule?"""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from parallel_budget import pipeline_bubble, pipeline_bubble_over_ideal, pipeline_schedule, tp_allreduce
+
+
+def test_bubble_conventions():
+    """4 stages, 8 microbatches: idle 3/11 and bubble/ideal 3/8?"""
+    b = pipeline_bubble(4, 8)
+    assert b.idle_fraction == pytest.approx(3 / 11)
+    assert float(b) == pytest.approx(3 / 11)
+    assert pipeline_bubble_over_ideal(4, 8) == pytest.approx(3 / 8)
+    assert pipeline_bubble(1, 8).idle_fraction == 0
+
+
+@given(p=st.integers(1, 16), m=st.integers(1, 64))
+def test_schedule_agrees_with_closed_form(p, m):
+    """Does simulating equal stages give (p-1)/(m+p-1)?"""
+    s = pipeline_schedule([0.01] * p, m)
+    assert s.idle_fraction == pytest.approx(pipeline_bubble(p, m).idle_fraction, abs=1e-9)
+    assert s.makespan.to("s").magnitude == pytest.approx(0.01 * (m + p - 1))
+
+
+def test_slowest_stage_sets_the_pace():
+    s = pipeline_schedule(["10 ms", "20 ms"], 4)
+    assert s.makespan.to("ms").magnitude == pytest.approx(10 + 20 * 4)
+    assert s.idle_fraction > pipeline_bubble(2, 4).idle_fraction
+
+
+def test_tp_volume():
+    """b=8, s=2048, h=4096, bf16: one all-reduce moves 128 MiB-ish, four per layer."""
+    t = tp_allreduce(8, 2048, 4096, 4, 32)
+    msg = 8 * 2048 * 4096 * 2
+    assert t.message.to("B").magnitude == msg
+    assert t.per_layer.to("B").magnitude == 4 * msg
+    assert t.per_step.to("B").magnitude == 4 * msg * 32
+    assert t.send_per_rank_per_step.to("B").magnitude == pytest.approx(4 * msg * 32 * 2 * 3 / 4)
+    assert tp_allreduce(8, 2048, 4096, 1, 32).per_step.magnitude == 0
+
+
+@pytest.mark.parametrize("args, word", [((8, 2048, 4096, 3, 32), "hidden"), ((8, 2048, 4096, 0, 32), "tp"),
+                                        ((8, 2048, 4096, 2, 32, -1), "bytes_per_elem")])
+def test_tp_bad_arguments(args, word):
+    with pytest.raises(ValueError, match=word):
+        tp_allreduce(*args)
+
+
+def test_bad_pipeline_arguments():
+    with pytest.raises(ValueError, match="microbatches"):
+        pipeline_bubble(4, 0)
+    with pytest.raises(ValueError, match="stage_times"):
+        pipeline_schedule("10 ms", 4)
