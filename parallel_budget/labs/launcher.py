@@ -39,7 +39,7 @@ import pint
 
 from ..units import Q_, fmt
 from .report import Report, render_html, render_text
-from .runtime import RESULT_KEY, STORE_PREFIX, LEDGER_NS, validate_options
+from .runtime import LEDGER_NS, RESULT_KEY, STORE_PREFIX, TIME_KEY, validate_options
 
 # name -> what the student sees it for
 LABS = {
@@ -137,6 +137,7 @@ class LabResult:
     wall_time: pint.Quantity
     returncodes: tuple
     return_values: tuple
+    rank_times: tuple  # per rank {"join": s, "work": s} (None if it did not finish)
     stdouts: tuple  # last lines of each rank's stdout
     stderrs: tuple
     failures: dict
@@ -311,6 +312,10 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
     for r in range(cfg.ranks):
         key = RESULT_KEY.format(rank=r)
         values.append(json.loads(view.get(key)) if view.check([key]) else None)
+    times = []
+    for r in range(cfg.ranks):
+        key = TIME_KEY.format(rank=r)
+        times.append(json.loads(view.get(key)) if view.check([key]) else None)
     last_calls = {}
     for r in range(cfg.ranks):
         key = f"{LEDGER_NS}/last/{r}"
@@ -333,7 +338,7 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
     result = LabResult(
         lab=cfg.lab, ranks=cfg.ranks, options=cfg.options, run_id=cfg.run_id, run_dir=cfg.run_dir,
         master_port=port, wall_time=Q_(wall, "s"), returncodes=codes, return_values=tuple(values),
-        stdouts=stdouts, stderrs=stderrs, failures=failures, timed_out=timed_out, report=report,
+        rank_times=tuple(times),        stdouts=stdouts, stderrs=stderrs, failures=failures, timed_out=timed_out, report=report,
     )
     if check and timed_out:
         waiting = ";".join(f"rank {r} 最后进入:{c}" for r, c in last_calls.items()) or "没有 rank 记录过集体通信"

@@ -29,6 +29,7 @@ from datetime import timedelta
 
 STORE_PREFIX = "pb_lab"
 RESULT_KEY = "result/{rank}"
+TIME_KEY = "time/{rank}"  # seconds to join the group and to run worker()
 LEDGER_NS = "ledger"
 
 
@@ -302,10 +303,15 @@ def main(module, argv=None) -> None:
         result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
         print(result.text())
         return
+    t_start = time.monotonic()
     ctx = Context(collective_timeout=float(opts.get("collective_timeout", 30.0)))
+    t_joined = time.monotonic()
     status = 0
     try:
-        ctx.publish(module.worker(ctx, opts))
+        value = module.worker(ctx, opts)
+        ctx.store.set(TIME_KEY.format(rank=ctx.rank), json.dumps(
+            {"join": t_joined - t_start, "work": time.monotonic() - t_joined}))
+        ctx.publish(value)
     except Exception:
         traceback.print_exc()
         status = 1

@@ -116,10 +116,10 @@ def worker(ctx, opts) -> dict:
         with torch.no_grad():
             ref.w -= lr * ref.w.grad
         out[v] = {
-            "local_grad": float(g_local),
+            "local_grad": g_local.item(),
             "samples": len(local),
-            "w": float(model.w),
-            "reference": float(ref.w),
+            "w": model.w.detach().item(),
+            "reference": ref.w.detach().item(),
         }
     return out
 
