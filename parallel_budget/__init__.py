@@ -8,7 +8,7 @@ Modules, one concept each:
 * :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
 * :mod:`.update`        one data-parallel update, sum vs mean
 * :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
-* :mod:`.steptime`      step time, speedup, efficiency, overlap
+* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table
 * :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
 """
@@ -24,7 +24,7 @@ from .parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
-from .steptime import StepTime, step_time
+from .steptime import StepTime, StragglerWait, step_time, straggler_wait
 from .units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .update import DataParallelUpdate, data_parallel_update
 
@@ -37,6 +37,7 @@ __all__ = [
     "Q_",
     "RingAllReduce",
     "StepTime",
+    "StragglerWait",
     "TensorParallelComm",
     "ZeroMemory",
     "ZeroTable",
@@ -55,6 +56,7 @@ __all__ = [
     "ring_allreduce",
     "ring_send_factor",
     "step_time",
+    "straggler_wait",
     "tp_allreduce",
     "ureg",
     "zero_memory",

@@ -9,9 +9,11 @@ Tensor parallel (Megatron style) on R ranks, one weight ``W`` (out x in):
 * an MLP block (column-parallel, GELU, row-parallel) needs a single all-reduce.
 
 Pipeline: rank s is stage s of an R-stage pipeline; ``microbatches`` go through
-it forward only (fill, steady state, drain).  Each stage spends about
-``stage_ms`` of real matmul work on each microbatch and passes activations on
-with send/recv.  Every stage records when it was busy; idle = makespan - busy.
+it forward only (fill, steady state, drain).  Each stage is busy for about
+``stage_ms`` per microbatch and passes activations on with send/recv.  With
+``work="sleep"`` (default) the busy time stands for an accelerator's compute:
+a 2-core laptop cannot run four CPU-bound stages at once, and the lab is about
+the schedule, not about CPU speed; ``work="matmul"`` burns real CPU instead.  Every stage records when it was busy; idle = makespan - busy.
 The package predicts the idle fraction with ``pipeline_bubble(p, m)`` and the
 per-stage idle time with ``pipeline_schedule(<measured stage times>, m)``.
 """
@@ -19,6 +21,7 @@ per-stage idle time with ``pipeline_schedule(<measured stage times>, m)``.
 from __future__ import annotations
 
 import sys
+import time
 
 from .report import Report, Row, fmt_diff
 from .runtime import Option, main
@@ -29,6 +32,7 @@ OPTIONS = {
     "hidden": Option(256, "张量并行的矩阵宽度(须能被 rank 数整除)", minimum=2, maximum=8192),
     "microbatches": Option(4, "流水线微批次数 m", minimum=1, maximum=64),
     "stage_ms": Option(30.0, "每个阶段处理一个微批的计算时间(毫秒)", minimum=1.0, maximum=1000.0),
+    "work": Option("sleep", "阶段的“计算”", choices=("sleep", "matmul")),
 }
 TOL = 1e-4
 
@@ -77,8 +81,12 @@ def worker(ctx, opts) -> dict:
         else:
             x.copy_(act)
         start = now()
-        while now() - start < budget:  # real work for about stage_ms
+        if opts["work"] == "sleep":  # the stage's device is busy; this CPU stays free
             x = torch.tanh(x @ Wp)
+            time.sleep(max(0.0, budget - (now() - start)))
+        else:
+            while now() - start < budget:  # real CPU work for about stage_ms
+                x = torch.tanh(x @ Wp)
         busy.append((start, now()))
         if rank < R - 1:
             pending.append(dist.isend(x.contiguous(), rank + 1))
@@ -128,7 +136,9 @@ def summarize(results, opts, ranks) -> Report:
     ))
     notes = (
         f"张量并行:{ranks} 个 rank 各持有 {opts['hidden']}×{opts['hidden']} 矩阵的 1/{ranks};行并行的部分和要靠 all-reduce 相加。",
-        f"流水线:{ranks} 个阶段、{m} 个微批,只做前向;每个阶段对每个微批做约 {opts['stage_ms']:g} ms 的真实矩阵乘。",
+        f"流水线:{ranks} 个阶段、{m} 个微批,只做前向;每个阶段处理一个微批约 {opts['stage_ms']:g} ms"
+        + ("(用 sleep 代表设备在算:核数比阶段少的笔记本跑不出真正并行的 CPU 计算)。" if opts["work"] == "sleep"
+           else "(真实 CPU 矩阵乘;阶段数超过核数时会互相抢核)。"),
         "空闲 = 总长 − 该阶段忙的时间:开头的阶段在排空时等,后面的阶段在填充时等;微批越多,气泡占比越小。",
         f"预测的总长为 {fmt(sched.makespan, 'ms', 3)};实测还包含 send/recv 与进程调度的开销。",
     )
