@@ -7,16 +7,27 @@ prints each lab's wall time beside it.
 from __future__ import annotations
 
 import sys
+import time
 
 from .report import Report, Row
-from .runtime import main
+from .runtime import Option, main
 
 NAME = "floor"
 TITLE = "基准:导入 torch、加入 gloo 进程组、退出"
-OPTIONS: dict = {}
+# Two hooks for the launcher's own tests: a rank that stalls, a rank that fails.
+OPTIONS = {
+    "stall_rank": Option(-1, "加入进程组后卡住不动的 rank(-1 表示没有)", minimum=-1, maximum=63),
+    "fail_rank": Option(-1, "加入进程组后抛出异常的 rank(-1 表示没有)", minimum=-1, maximum=63),
+}
 
 
 def worker(ctx, opts) -> dict:
+    if ctx.rank == opts["fail_rank"]:
+        raise RuntimeError(f"rank {ctx.rank} 按 fail_rank 的要求故意失败")
+    if ctx.rank == opts["stall_rank"]:
+        ctx.log("按 stall_rank 的要求卡住")
+        while True:  # like a rank stuck reading from a dead file system
+            time.sleep(0.1)
     return {"rank": ctx.rank, "backend": ctx.backend}
 
 

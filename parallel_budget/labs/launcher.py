@@ -259,6 +259,7 @@ def _worker_env(cfg: LaunchConfig, rank: int, port: int) -> dict:
         OMP_NUM_THREADS="1",
         TORCHELASTIC_USE_AGENT_STORE="True",
         PB_LAB_RUN_ID=cfg.run_id,
+        PB_LAB_RUN_DIR=str(cfg.run_dir),
         PYTHONUNBUFFERED="1",
     )
     env.pop("TORCHELASTIC_RUN_ID", None)

@@ -11,7 +11,7 @@ import html
 import unicodedata
 from dataclasses import dataclass, field
 
-HEADERS = ("项目", "预测(parallel_budget)", "实测", "结论")
+HEADERS = ("项目", "预测", "实测", "结论")
 
 
 @dataclass(frozen=True)
