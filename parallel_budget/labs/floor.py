@@ -16,7 +16,7 @@ NAME = "floor"
 TITLE = "基准:导入 torch、加入 gloo 进程组、退出"
 # Two hooks for the launcher's own tests: a rank that stalls, a rank that fails.
 OPTIONS = {
-    "stall_rank": Option(-1, "加入进程组后卡住不动的 rank(-1 表示没有)", minimum=-1, maximum=63),
+    "stall_rank": Option(-1, "加入进程组后卡住不动的 rank(-1 表示没有,-2 表示全部)", minimum=-2, maximum=63),
     "fail_rank": Option(-1, "加入进程组后抛出异常的 rank(-1 表示没有)", minimum=-1, maximum=63),
 }
 
@@ -24,7 +24,7 @@ OPTIONS = {
 def worker(ctx, opts) -> dict:
     if ctx.rank == opts["fail_rank"]:
         raise RuntimeError(f"rank {ctx.rank} 按 fail_rank 的要求故意失败")
-    if ctx.rank == opts["stall_rank"]:
+    if opts["stall_rank"] in (ctx.rank, -2):
         ctx.log("按 stall_rank 的要求卡住")
         while True:  # like a rank stuck reading from a dead file system
             time.sleep(0.1)

@@ -134,6 +134,7 @@ class LabResult:
     run_id: str
     run_dir: Path
     master_port: int
+    pids: tuple  # process ids of the ranks (all reaped when the result exists)
     wall_time: pint.Quantity
     returncodes: tuple
     return_values: tuple
@@ -338,7 +339,7 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
         report = module.summarize(values, cfg.options, cfg.ranks)
     result = LabResult(
         lab=cfg.lab, ranks=cfg.ranks, options=cfg.options, run_id=cfg.run_id, run_dir=cfg.run_dir,
-        master_port=port, wall_time=Q_(wall, "s"), returncodes=codes, return_values=tuple(values),
+        master_port=port, pids=tuple(p.pid for p in procs), wall_time=Q_(wall, "s"), returncodes=codes, return_values=tuple(values),
         rank_times=tuple(times),        stdouts=stdouts, stderrs=stderrs, failures=failures, timed_out=timed_out, report=report,
     )
     if check and timed_out:
