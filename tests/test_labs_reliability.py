@@ -17,31 +17,22 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from parallel_budget.labs import LABS, LabError, LabTimeout, run_lab
+from parallel_budget.labs import LABS, LabError, LabTimeout, live_processes, run_lab
 
 pytestmark = pytest.mark.slow
 STRESS = 20
 FULL = os.environ.get("PB_LABS_FULL_STRESS") == "1"
 
 
-def run_procs(run_id: str) -> list:
-    """Every live process started for ``run_id`` (found through its environment)."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or ())
-        if "parallel_budget.labs." not in cmd:
-            continue
-        try:
-            if p.environ().get("PB_LAB_RUN_ID") == run_id and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
-
-
 def no_children_left() -> bool:
-    kids = [p for p in psutil.Process().children(recursive=True) if "parallel_budget.labs." in " ".join(p.cmdline())]
-    return not kids
+    """No live lab process among this test process's descendants."""
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "parallel_budget.labs." in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
 
 
 def test_failing_rank_is_quoted_and_the_stalled_one_killed(tmp_path):
@@ -53,7 +44,7 @@ def test_failing_rank_is_quoted_and_the_stalled_one_killed(tmp_path):
     msg = str(info.value)
     assert "rank 1 退出码 1" in msg and "故意失败" in msg and "其余 rank 已被终止" in msg
     assert info.value.result.returncodes[0] in (-signal.SIGTERM, -signal.SIGKILL)
-    assert run_procs("fail") == [] and no_children_left()
+    assert live_processes("fail") == [] and no_children_left()
 
 
 def test_forced_timeout_kills_everything(tmp_path):
@@ -65,7 +56,7 @@ def test_forced_timeout_kills_everything(tmp_path):
     assert 8 <= elapsed < 8 + 3 + 5  # timeout + SIGTERM grace + slack
     assert "timeout=8" in str(info.value) and "已终止全部 2 个进程" in str(info.value)
     assert info.value.result.timed_out
-    assert run_procs("timeout") == [] and no_children_left()
+    assert live_processes("timeout") == [] and no_children_left()
 
 
 def test_real_hang_without_bookkeeping_is_cut_by_the_timeout(tmp_path):
@@ -75,7 +66,7 @@ def test_real_hang_without_bookkeeping_is_cut_by_the_timeout(tmp_path):
         run_lab("hang", variant="data", guard=False, collective_timeout=60.0, timeout=10, log_dir=tmp_path,
                 run_id="realhang")
     assert time.monotonic() - t0 < 10 + 3 + 5
-    assert run_procs("realhang") == [] and no_children_left()
+    assert live_processes("realhang") == [] and no_children_left()
 
 
 def test_killed_rank_fails_the_run_and_the_rest_are_reaped(tmp_path):
@@ -93,7 +84,7 @@ def test_killed_rank_fails_the_run_and_the_rest_are_reaped(tmp_path):
     victim = None
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:
-        for p in run_procs("killed"):
+        for p in live_processes("killed"):
             env = p.environ()
             if env.get("RANK") == "1" and (tmp_path / "killed" / "1" / "stdout.log").read_text().strip():
                 victim = p  # rank 1 has joined the group and reports it is stalled
@@ -104,7 +95,7 @@ def test_killed_rank_fails_the_run_and_the_rest_are_reaped(tmp_path):
     assert not th.is_alive()
     msg = str(box["error"])
     assert "rank 1 被信号 SIGKILL 终止" in msg
-    assert run_procs("killed") == [] and no_children_left()
+    assert live_processes("killed") == [] and no_children_left()
 
 
 def test_keyboard_interrupt_cleans_up(tmp_path):
@@ -121,7 +112,7 @@ def test_keyboard_interrupt_cleans_up(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    assert run_procs("interrupt") == [] and no_children_left()
+    assert live_processes("interrupt") == [] and no_children_left()
 
 
 def _stress(name, tmp_path, **options):
@@ -130,7 +121,7 @@ def _stress(name, tmp_path, **options):
         r = run_lab(name, log_dir=tmp_path, run_id=f"{name}-{i}", check=False, **options)
         if r.is_failed():
             failures.append(r.text())
-        assert run_procs(r.run_id) == [], f"run {i} left processes"
+        assert live_processes(r.run_id) == [], f"run {i} left processes"
         assert not any("Address already in use" in e or "EADDRINUSE" in e for e in r.stderrs)
         ports.append(r.master_port)
     assert failures == []
@@ -164,5 +155,5 @@ def test_two_labs_at_once(tmp_path):
         assert all(not r.is_failed() for r in results)
         assert results[0].master_port != results[1].master_port
         for r in results:
-            assert run_procs(r.run_id) == []
+            assert live_processes(r.run_id) == []
     assert no_children_left()

@@ -10,7 +10,7 @@ torchrun entry point::
 Importing this package does not import torch; the first ``run_lab`` does.
 """
 
-from .launcher import LABS, LabError, LabResult, LabTimeout, LaunchConfig, run_lab
+from .launcher import LABS, LabError, LabResult, LabTimeout, LaunchConfig, live_processes, run_lab
 from .report import Report, Row
 from .runtime import HangDetected, Option
 
@@ -24,5 +24,6 @@ __all__ = [
     "Option",
     "Report",
     "Row",
+    "live_processes",
     "run_lab",
 ]

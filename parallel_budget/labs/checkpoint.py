@@ -113,6 +113,13 @@ def load_shard(directory, step: int, rank: int, world_size: int):
     return data["shard"]
 
 
+def validate(opts, ranks: int) -> None:
+    if opts["crash_step"] > opts["steps"]:
+        raise ValueError(
+            f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。例如 steps=4, crash_step=3"
+        )
+
+
 def _shared_dir(ctx) -> Path:
     run_dir = os.environ.get("PB_LAB_RUN_DIR")
     if run_dir:
@@ -128,24 +135,22 @@ def worker(ctx, opts) -> dict:
 
     dist, R, rank = ctx.dist, ctx.world_size, ctx.rank
     steps, crash_step = opts["steps"], opts["crash_step"]
-    if crash_step > steps:
-        raise ValueError(f"实验 checkpoint 的选项 crash_step={crash_step} 大于 steps={steps}。例如 steps=4, crash_step=3")
     bad = R - 1
     root = _shared_dir(ctx)
     n = 4 * R  # parameter vector, rank r owns elements r*4 .. r*4+3
 
     def train_step(shard, step):
         # Each rank's gradient for its shard depends on data seen by every rank: all-reduce it.
-        g = torch.zeros(n, dtype=torch.float64)
+        g = torch.zeros(n, dtype=torch.float64, device=ctx.device)
         g[rank * 4:(rank + 1) * 4] = shard
         dist.all_reduce(g)
-        noise = torch.arange(n, dtype=torch.float64) * 0.01 * (rank + 1) * step
+        noise = torch.arange(n, dtype=torch.float64, device=ctx.device) * 0.01 * (rank + 1) * step
         dist.all_reduce(noise)
         full = g - 0.1 * (g - noise / R)
         return full[rank * 4:(rank + 1) * 4].clone()
 
     def initial():
-        return torch.arange(rank * 4, (rank + 1) * 4, dtype=torch.float64)
+        return torch.arange(rank * 4, (rank + 1) * 4, dtype=torch.float64, device=ctx.device)
 
     # 1. Uninterrupted reference run.
     ref_dir = root / "reference"
@@ -178,7 +183,7 @@ def worker(ctx, opts) -> dict:
     except MixedCheckpointError as exc:
         refused = str(exc)
     resume = latest_complete_step(run_dir, R)
-    shard = load_shard(run_dir, resume, rank, R)
+    shard = load_shard(run_dir, resume, rank, R).to(ctx.device)
     restored_diff = float((shard - saved[resume]).abs().max())
     for step in range(resume + 1, steps + 1):
         shard = train_step(shard, step)

@@ -65,6 +65,7 @@ def worker(ctx, opts) -> dict:
 
     dist, R, rank = ctx.dist, ctx.world_size, ctx.rank
     bad = R - 1
+    dev = ctx.device
     T = opts["detect_timeout"]
     guard = opts["guard"]
     variants = VARIANTS if opts["variant"] == "all" else (opts["variant"],)
@@ -95,7 +96,7 @@ def worker(ctx, opts) -> dict:
     # --- skip
     def skip_broken(led):
         for step in range(STEPS):
-            grad = torch.ones(4)
+            grad = torch.ones(4, device=dev)
             if rank == bad and step == 1:  # "this batch looks bad, skip the step"
                 continue
             collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, grad)
@@ -103,7 +104,7 @@ def worker(ctx, opts) -> dict:
 
     def skip_fixed(led):
         for step in range(STEPS):
-            grad = torch.ones(4)
+            grad = torch.ones(4, device=dev)
             if rank == bad and step == 1:
                 grad.zero_()  # same branch structure: contribute nothing, but take part
             collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, grad)
@@ -111,7 +112,7 @@ def worker(ctx, opts) -> dict:
 
     # --- order
     def order_broken(led):
-        grad, loss = torch.ones(4), torch.ones(1)
+        grad, loss = torch.ones(4, device=dev), torch.ones(1, device=dev)
         calls = [("all_reduce(grad)", grad), ("all_reduce(loss)", loss)]
         if rank == bad:
             calls.reverse()  # logging code placed before the gradient sync on one rank
@@ -119,7 +120,7 @@ def worker(ctx, opts) -> dict:
             collective(led, label, dist.all_reduce, t)
 
     def order_fixed(led):
-        grad, loss = torch.ones(4), torch.ones(1)
+        grad, loss = torch.ones(4, device=dev), torch.ones(1, device=dev)
         for label, t in (("all_reduce(grad)", grad), ("all_reduce(loss)", loss)):
             collective(led, label, dist.all_reduce, t)
 
@@ -129,7 +130,7 @@ def worker(ctx, opts) -> dict:
 
     def data_broken(led):
         for i in range(batches()):
-            collective(led, f"all_reduce(grad, batch={i})", dist.all_reduce, torch.ones(4))
+            collective(led, f"all_reduce(grad, batch={i})", dist.all_reduce, torch.ones(4, device=dev))
         collective(led, "barrier(epoch end)", dist.barrier)
 
     def data_join(led):
@@ -140,7 +141,7 @@ def worker(ctx, opts) -> dict:
                 self.sync = sync
 
             def main_hook(self):  # a rank out of data mirrors the others' all-reduce with zeros
-                dist.all_reduce(torch.zeros(4))
+                dist.all_reduce(torch.zeros(4, device=dev))
 
         class GradSync(Joinable):
             """What DDP does for Join, reduced to one gradient all-reduce per batch."""
@@ -166,31 +167,31 @@ def worker(ctx, opts) -> dict:
         sync = GradSync()
         with Join([sync]):
             for _ in range(batches()):
-                sync.all_reduce(torch.ones(4))
+                sync.all_reduce(torch.ones(4, device=dev))
         collective(led, "barrier(epoch end)", dist.barrier)
 
     def data_drop_last(led):
-        n = torch.tensor([batches()])
+        n = torch.tensor([batches()], device=dev)
         collective(led, "all_reduce(batch count, MIN)", dist.all_reduce, n, dist.ReduceOp.MIN)
         for i in range(int(n)):
-            collective(led, f"all_reduce(grad, batch={i})", dist.all_reduce, torch.ones(4))
+            collective(led, f"all_reduce(grad, batch={i})", dist.all_reduce, torch.ones(4, device=dev))
         collective(led, "barrier(epoch end)", dist.barrier)
 
     # --- exit
     def exit_fixed(led):
         for step in range(STEPS):
-            stop = torch.tensor([1 if (rank == bad and step == 1) else 0])
+            stop = torch.tensor([1 if (rank == bad and step == 1) else 0], device=dev)
             collective(led, f"all_reduce(stop flag, MAX, step={step})", dist.all_reduce, stop, dist.ReduceOp.MAX)
             if int(stop):
                 break  # everybody leaves at the same step
-            collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, torch.ones(4))
+            collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, torch.ones(4, device=dev))
         collective(led, "barrier(end)", dist.barrier)
 
     def exit_broken(led):
         for step in range(STEPS):
             if rank == bad and step == 1:
                 ctx.exit_early({"records": records, "exited_at_step": step})
-            collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, torch.ones(4))
+            collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, torch.ones(4, device=dev))
         collective(led, "barrier(end)", dist.barrier)
 
     plan = {

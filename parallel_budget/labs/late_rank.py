@@ -30,6 +30,10 @@ OPTIONS = {
 }
 
 
+def validate(opts, ranks: int) -> None:
+    slow_rank_of(opts, ranks)
+
+
 def slow_rank_of(opts, ranks: int) -> int:
     s = opts["slow_rank"]
     s = ranks - 1 if s == -1 else s

@@ -102,7 +102,10 @@ class LaunchConfig:
                 )
         if not isinstance(self.options, dict):
             raise ValueError(f"LaunchConfig 的字段 options 需要 dict,收到 {type(self.options).__name__}。")
-        opts = validate_options(self.lab, lab_module(self.lab).OPTIONS, self.options)
+        module = lab_module(self.lab)
+        opts = validate_options(self.lab, module.OPTIONS, self.options)
+        if hasattr(module, "validate"):  # checks that depend on the number of ranks
+            module.validate(opts, int(r))
         object.__setattr__(self, "options", opts)
         object.__setattr__(self, "ranks", int(r))
         object.__setattr__(self, "timeout", float(self.timeout))
@@ -357,6 +360,26 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
             result,
         )
     return result
+
+
+def live_processes(run_id: str) -> list:
+    """Live (non-zombie) processes started for ``run_id``, found by their environment.
+
+    Empty after every ``run_lab`` -- success, failure, timeout or interrupt;
+    the tests and the benchmark check it after each run.  Needs psutil.
+    """
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if f"{__package__}." not in " ".join(p.info["cmdline"] or ()):
+            continue
+        try:
+            if p.environ().get("PB_LAB_RUN_ID") == run_id and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
 
 
 def run_lab(name: str, ranks: int = 2, timeout: float = 60.0, *, log_dir=None, run_id=None,

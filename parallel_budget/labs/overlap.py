@@ -44,7 +44,7 @@ def worker(ctx, opts) -> dict:
     layers = []
     for _ in range(L):
         layers += [torch.nn.Linear(w, w), torch.nn.ReLU()]
-    x = torch.randn(opts["batch"], w, generator=torch.Generator().manual_seed(ctx.rank))
+    x = torch.randn(opts["batch"], w, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     out = {"params": None, "configs": []}
     for cap in opts["bucket_caps_mb"]:
         model = torch.nn.Sequential(*layers).to(ctx.device)

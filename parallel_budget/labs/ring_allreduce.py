@@ -30,6 +30,13 @@ OPTIONS = {
 }
 
 
+def validate(opts, ranks: int) -> None:
+    """Refuse chunks of unequal size before any process starts."""
+    n = opts["numel"]
+    if n % ranks:
+        raise ValueError(f"实验 ring_allreduce 的选项 numel={n} 不能被 ranks={ranks} 整除:每块必须等大。例如 numel={840 * 1024}")
+
+
 def ring_allreduce_sendrecv(dist, tensor, rank, world):
     """Sum ``tensor`` over all ranks in place with a ring; return (bytes sent, bytes received, rounds)."""
     import torch
@@ -61,8 +68,6 @@ def worker(ctx, opts) -> dict:
 
     dist, R, rank = ctx.dist, ctx.world_size, ctx.rank
     n = opts["numel"]
-    if n % R:
-        raise ValueError(f"实验 ring_allreduce 的选项 numel={n} 不能被 ranks={R} 整除:每块必须等大。例如 numel={840 * 1024}")
     gen = torch.Generator().manual_seed(1234 + rank)
     grad = torch.randint(-1000, 1000, (n,), generator=gen).to(torch.float32).to(ctx.device)
 

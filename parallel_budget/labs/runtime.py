@@ -296,11 +296,21 @@ def collect_results(store, world_size: int, timeout: float) -> list:
 
 def main(module, argv=None) -> None:
     """Entry point of every lab module (see the module docstring)."""
-    args, opts = parse_cli(module, argv)
+    try:
+        args, opts = parse_cli(module, argv)
+        if "RANK" in os.environ and hasattr(module, "validate"):
+            module.validate(opts, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError as exc:  # a bad option: say so, no traceback
+        print(exc, file=sys.stderr)
+        sys.exit(2)
     if "RANK" not in os.environ:
-        from .launcher import run_lab
+        from .launcher import LabError, run_lab
 
-        result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
+        try:
+            result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
+        except (ValueError, LabError) as exc:
+            print(exc, file=sys.stderr)
+            sys.exit(1)
         print(result.text())
         return
     t_start = time.monotonic()

@@ -37,22 +37,26 @@ OPTIONS = {
 TOL = 1e-4
 
 
+def validate(opts, ranks: int) -> None:
+    h = opts["hidden"]
+    if h % ranks:
+        raise ValueError(f"实验 tp_pp 的选项 hidden={h} 不能被 ranks={ranks} 整除:张量并行要均分矩阵。例如 hidden=256")
+
+
 def worker(ctx, opts) -> dict:
     import torch
 
     dist, R, rank, now = ctx.dist, ctx.world_size, ctx.rank, ctx.now
     h = opts["hidden"]
-    if h % R:
-        raise ValueError(f"实验 tp_pp 的选项 hidden={h} 不能被 ranks={R} 整除:张量并行要均分矩阵。例如 hidden=256")
     g = torch.Generator().manual_seed(0)  # the same full tensors on every rank
-    X = torch.randn(8, h, generator=g)
-    W = torch.randn(h, h, generator=g) / h**0.5
-    B = torch.randn(h, h, generator=g) / h**0.5
+    X = torch.randn(8, h, generator=g).to(ctx.device)
+    W = (torch.randn(h, h, generator=g) / h**0.5).to(ctx.device)
+    B = (torch.randn(h, h, generator=g) / h**0.5).to(ctx.device)
     k = h // R
     mine = slice(rank * k, (rank + 1) * k)
 
     full = X @ W.T
-    parts = [torch.empty(8, k) for _ in range(R)]
+    parts = [torch.empty(8, k, device=ctx.device) for _ in range(R)]
     dist.all_gather(parts, X @ W[mine].T)  # column parallel
     col = torch.cat(parts, dim=1)
     row = X[:, mine] @ W[:, mine].T  # row parallel
@@ -69,13 +73,13 @@ def worker(ctx, opts) -> dict:
 
     # Pipeline: stage = rank, forward only.
     m, budget = opts["microbatches"], opts["stage_ms"] / 1e3
-    act = torch.randn(16, 128)
-    Wp = torch.randn(128, 128) / 128**0.5
+    act = torch.randn(16, 128, device=ctx.device)
+    Wp = torch.randn(128, 128, device=ctx.device) / 128**0.5
     dist.barrier()
     t0 = now()
     busy, pending = [], []
     for j in range(m):
-        x = torch.empty(16, 128)
+        x = torch.empty(16, 128, device=ctx.device)
         if rank > 0:
             dist.recv(x, rank - 1)
         else:

@@ -77,8 +77,8 @@ def worker(ctx, opts) -> dict:
             return self.w * x
 
     def loss_fn(model, batch):
-        x = torch.tensor([b[0] for b in batch], dtype=torch.float64)
-        y = torch.tensor([b[1] for b in batch], dtype=torch.float64)
+        x = torch.tensor([b[0] for b in batch], dtype=torch.float64, device=ctx.device)
+        y = torch.tensor([b[1] for b in batch], dtype=torch.float64, device=ctx.device)
         return ((model(x) - y) ** 2 / 2).mean()
 
     out = {}
@@ -94,10 +94,10 @@ def worker(ctx, opts) -> dict:
         local = next(iter(loader))
 
         # The local gradient, measured on a plain copy before any communication.
-        probe = Scalar()
+        probe = Scalar().to(ctx.device)
         (g_local,) = torch.autograd.grad(loss_fn(probe, local), probe.w)
 
-        model = Scalar()
+        model = Scalar().to(ctx.device)
         if v == "sum":
             loss_fn(model, local).backward()
             dist.all_reduce(model.w.grad)  # sums; nobody divides by R
@@ -111,7 +111,7 @@ def worker(ctx, opts) -> dict:
             model.w -= lr * model.w.grad
 
         # One process, the whole intended global batch, one step.
-        ref = Scalar()
+        ref = Scalar().to(ctx.device)
         loss_fn(ref, data).backward()
         with torch.no_grad():
             ref.w -= lr * ref.w.grad
