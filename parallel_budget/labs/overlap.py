@@ -30,7 +30,7 @@ OPTIONS = {
     "width": Option(512, "MLP 每层宽度", minimum=8, maximum=4096),
     "layers": Option(6, "MLP 层数", minimum=1, maximum=32),
     "batch": Option(64, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
-    "steps": Option(5, "每种配置计时的步数(取中位数)", minimum=1, maximum=100),
+    "steps": Option(3, "每种配置计时的步数(取中位数)", minimum=1, maximum=100),
 }
 
 

@@ -92,5 +92,7 @@ def render_html(title: str, rows, notes=(), extra: str = "") -> str:
 
 
 def fmt_diff(x: float) -> str:
-    """A max-abs-difference for a table: 0 stays 0, small values in e-notation."""
-    return "0" if x == 0 else f"{x:.2e}"
+    """A max-abs-difference for a table: 0 stays 0, tiny values in e-notation."""
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.2e}"

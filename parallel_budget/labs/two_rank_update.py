@@ -145,7 +145,7 @@ def summarize(results, opts, ranks) -> Report:
             LABEL[v],
             f"w = {pred.weights[0]:.6g}(本地梯度 {local},reduction={REDUCTION[v]!r})",
             f"w = {weights[0]:.6g};单进程参考 {ref:.6g};差 {fmt_diff(diff_ref)}",
-            ("与单进程一致" if same else "与单进程不同") + f";与包的预测差 {fmt_diff(diff_pred)}",
+            ("与单进程一致" if same else "与单进程不同(这就是该错误的后果)") + f";与包的预测差 {fmt_diff(diff_pred)}",
             same,
         ))
         facts[v] = {
