@@ -221,3 +221,15 @@ def test_module_command_line_launches_itself(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "顺序不一致" in proc.stdout and "2 个 rank,完成" in proc.stdout
+
+
+def test_options_survive_the_command_line():
+    """Do options passed to run_lab reach the ranks unchanged through argv (lists, floats, bools)?"""
+    from parallel_budget.labs import hang, overlap
+    from parallel_budget.labs.runtime import options_to_argv, parse_cli, validate_options
+
+    for module, given in ((overlap, {"bucket_caps_mb": (0.5, 25), "steps": 2}),
+                          (hang, {"guard": False, "detect_timeout": 0.25, "variant": "exit"})):
+        opts = validate_options(module.NAME, module.OPTIONS, given)
+        _, parsed = parse_cli(module, options_to_argv(opts))
+        assert parsed == opts

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 
 from .report import Report, Row
 from .runtime import Option, main
@@ -53,12 +54,12 @@ def worker(ctx, opts) -> dict:
         record = []
 
         def hook(state, bucket, record=record):
-            entry = {"launch": now(), "numel": bucket.buffer().numel()}
+            entry = {"launch": time.monotonic(), "numel": bucket.buffer().numel()}  # no CUDA sync inside backward
             record.append(entry)
             fut = dist.all_reduce(bucket.buffer().div_(R), async_op=True).get_future()
 
             def done(f):
-                entry["done"] = now()
+                entry["done"] = time.monotonic()
                 return f.value()[0]
 
             return fut.then(done)

@@ -188,9 +188,13 @@ class Context:
         self.torch = torch
         self._ledgers = []
 
-    @staticmethod
-    def now() -> float:
-        """Seconds on the system-wide monotonic clock (comparable across ranks of one machine)."""
+    def now(self) -> float:
+        """Seconds on the system-wide monotonic clock (comparable across ranks of one machine).
+
+        On CUDA it first waits for queued GPU work, so a timed interval covers the work itself.
+        """
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
         return time.monotonic()
 
     def ledger(self, namespace: str, timeout: float) -> "CallLedger":
