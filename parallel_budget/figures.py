@@ -31,6 +31,32 @@ def _done(fig):
     return fig
 
 
+def update_outcomes_figure(updates):
+    """Weights after one data-parallel step under different reductions.
+
+    ``updates`` are :class:`DataParallelUpdate` results for the same ``w``,
+    grads and lr; the single-process reference is the dashed line.
+    """
+    fig, ax = _new(7.0, 0.7 * len(updates) + 1.4)
+    labels = {"mean": "求平均(正确)", "sum": "只求和,没除以 R", "mean_twice": "平均做了两次"}
+    ref = updates[0].reference
+    for i, u in enumerate(updates):
+        color = GREEN if u.matches_reference else VERMILION
+        ax.barh(i, u.weights[0], color=color, height=0.55)
+        ax.text(u.weights[0] + 0.02, i, f"w = {u.weights[0]:.3g}(聚合梯度 {u.aggregated_grad:.3g})", va="center", fontsize=9)
+    ax.axvline(ref, color=GREY, linestyle="--", linewidth=1.2)
+    ax.text(ref, len(updates) - 0.45, f"单进程参考 {ref:.3g}", ha="center", fontsize=9, color="#555555")
+    ax.set_yticks(range(len(updates)), [labels.get(u.reduction, u.reduction) for u in updates])
+    ax.set_ylim(len(updates) - 0.3, -0.6)
+    ax.set_xlim(0, max(max(u.weights[0] for u in updates), ref, updates[0].w0) * 1.45)
+    ax.set_xlabel("更新后的参数 w(每个 rank 相同)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    grads = "、".join(f"{g:g}" for g in updates[0].grads)
+    ax.set_title(f"w 从 {updates[0].w0:g} 出发,本地梯度 {grads},学习率 {updates[0].lr:g}", fontsize=10.5)
+    return _done(fig)
+
+
 def ring_rounds_figure(schedule, ring=None):
     """Rounds of a ring all-reduce: which chunk each rank sends, per round.
 
