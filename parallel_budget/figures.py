@@ -27,7 +27,10 @@ def _new(width, height):
 
 
 def _done(fig):
+    import matplotlib.pyplot as plt
+
     fig.canvas.draw()  # render now: a missing glyph raises here, inside the calling cell
+    plt.close(fig)  # shown once, as the cell's value, not again by the inline backend
     return fig
 
 
@@ -37,7 +40,7 @@ def update_outcomes_figure(updates):
     ``updates`` are :class:`DataParallelUpdate` results for the same ``w``,
     grads and lr; the single-process reference is the dashed line.
     """
-    fig, ax = _new(7.0, 0.7 * len(updates) + 1.4)
+    fig, ax = _new(6.4, 0.7 * len(updates) + 1.4)
     labels = {"mean": "求平均(正确)", "sum": "只求和,没除以 R", "mean_twice": "平均做了两次"}
     ref = updates[0].reference
     for i, u in enumerate(updates):
@@ -62,34 +65,35 @@ def ring_rounds_figure(schedule, ring=None):
 
     ``schedule`` is :func:`parallel_budget.ring_schedule`'s result; ``ring``
     (optional :class:`RingAllReduce` of the same rank count) adds the chunk
-    size and per-rank send volume to the title.
+    size and per-rank send volume to the title.  One panel per phase.
     """
-    ranks = len(schedule[0])
-    fig, ax = _new(1.25 * len(schedule) + 1.6, 0.62 * ranks + 1.5)
-    colors = {"reduce-scatter": BLUE, "all-gather": GREEN}
-    for rnd in schedule:
-        for t in rnd:
-            ax.add_patch(_box(rnd[0].round, t.src, colors[t.phase]))
-            ax.text(t.round + 0.5, t.src + 0.5, f"块 {t.chunk}\n→ rank {t.dst}", ha="center", va="center",
-                    color="white", fontsize=8.5)
-    ax.set_xlim(0, len(schedule))
-    ax.set_ylim(ranks, 0)
-    ax.set_xticks([k + 0.5 for k in range(len(schedule))], [f"第 {k + 1} 轮" for k in range(len(schedule))])
-    ax.set_yticks([r + 0.5 for r in range(ranks)], [f"rank {r}" for r in range(ranks)])
-    ax.tick_params(length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    from matplotlib.patches import Patch
+    use_cjk_font()
+    import matplotlib.pyplot as plt
 
-    ax.legend(
-        handles=[Patch(color=BLUE, label=f"reduce-scatter:{ranks - 1} 轮,边传边加"),
-                 Patch(color=GREEN, label=f"all-gather:{ranks - 1} 轮,分发结果")],
-        loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False, fontsize=9,
-    )
-    title = f"ring all-reduce,{ranks} 个 rank:每轮每个 rank 向右邻发送一块"
+    ranks = len(schedule[0])
+    phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", GREEN, "只复制,分发结果")]
+    per_phase = len(schedule) // 2
+    fig, axes = plt.subplots(2, 1, figsize=(1.3 * per_phase + 1.5, 2 * (0.55 * ranks + 0.6) + 0.9),
+                             dpi=110, layout="constrained")
+    for ax, (phase, color, what) in zip(axes, phases):
+        rounds = [rnd for rnd in schedule if rnd[0].phase == phase]
+        for col, rnd in enumerate(rounds):
+            for t in rnd:
+                ax.add_patch(_box(col, t.src, color))
+                ax.text(col + 0.5, t.src + 0.5, f"块 {t.chunk} → {t.dst}", ha="center", va="center",
+                        color="white", fontsize=9.5)
+        ax.set_xlim(0, per_phase)
+        ax.set_ylim(ranks, 0)
+        ax.set_xticks([c + 0.5 for c in range(per_phase)], [f"第 {rnd[0].round + 1} 轮" for rnd in rounds])
+        ax.set_yticks([r + 0.5 for r in range(ranks)], [f"rank {r}" for r in range(ranks)])
+        ax.tick_params(length=0, labelsize=9.5)
+        for side in ax.spines.values():
+            side.set_visible(False)
+        ax.set_title(f"{phase}:{len(rounds)} 轮,{what}", fontsize=10.5, color=color, loc="left")
+    title = f"ring all-reduce,{ranks} 个 rank,每轮每个 rank 向右邻发一块"
     if ring is not None:
         title += f"\n每块 {fmt(ring.chunk)},共 {ring.steps} 轮,每 rank 发送 {fmt(ring.send_per_rank)}"
-    ax.set_title(title, fontsize=10.5)
+    fig.suptitle(title, fontsize=11)
     return _done(fig)
 
 
@@ -107,7 +111,7 @@ def step_timeline_figure(no_overlap, overlap):
     communication; the exposed communication (the part that lengthens the
     step) is hatched.
     """
-    fig, ax = _new(8.2, 3.1)
+    fig, ax = _new(6.6, 3.2)
     ms = lambda q: q.to("ms").magnitude  # noqa: E731 (unit conversion only)
     rows = [
         ("单卡", [(0, ms(no_overlap.compute_single), BLUE, "计算", None)], no_overlap.compute_single),
@@ -117,7 +121,7 @@ def step_timeline_figure(no_overlap, overlap):
         comm_start = c0 - ms(st.hidden_comm)
         segs = [(0, c0, BLUE, "计算", None)]
         if ms(st.hidden_comm) > 0:
-            segs.append((comm_start, ms(st.hidden_comm), ORANGE, "被隐藏", None))
+            segs.append((comm_start, ms(st.hidden_comm), ORANGE, "隐藏", None))
         if ms(st.exposed_comm) > 0:
             segs.append((c0, ms(st.exposed_comm), VERMILION, "暴露", "//"))
         rows.append((label, segs, st.step))
@@ -129,14 +133,20 @@ def step_timeline_figure(no_overlap, overlap):
             ax.barh(lane, width, left=start, height=h, color=color,
                     hatch=hatch, edgecolor="white" if hatch else None, linewidth=0)
             if width > 0.09 * ms(no_overlap.compute_single):
-                ax.text(start + width / 2, lane, text, ha="center", va="center", color="white", fontsize=8.5)
+                ax.text(start + width / 2, lane, text, ha="center", va="center", color="white", fontsize=9,
+                        bbox={"facecolor": color, "edgecolor": "none", "pad": 1.0} if hatch else None)
         ax.text(ms(total) + 4, y, f"步时 {fmt(total)}", va="center", fontsize=9)
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)])
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=BLUE, label="计算"), Patch(color=ORANGE, label="被计算遮住的通信"),
+                       Patch(facecolor=VERMILION, hatch="//", edgecolor="white", label="暴露的通信")],
+              loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False, fontsize=9)
     ax.set_xlabel("时间(ms)")
-    ax.set_xlim(0, ms(no_overlap.compute_single) * 1.22)
+    ax.set_xlim(0, ms(no_overlap.compute_single) * 1.28)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title("同一个全局 batch 的一步:只有暴露在计算之外的通信才拉长步时", fontsize=10.5)
+    ax.set_title("同一个全局 batch 的一步:只有暴露的通信拉长步时", fontsize=10.5)
     return _done(fig)
 
 
@@ -148,7 +158,7 @@ def zero_bars_figure(table, device_memory=None):
     """
     from .units import as_bytes
 
-    fig, ax = _new(7.4, 3.6)
+    fig, ax = _new(6.4, 3.8)
     gb = lambda q: q.to("GB").magnitude  # noqa: E731 (unit conversion only)
     names = [row.name for row in table]
     parts = [("参数", "param_state", BLUE), ("梯度", "grad_state", ORANGE), ("优化器状态(FP32 主副本 + Adam)", "optim_state", GREEN)]
@@ -165,7 +175,7 @@ def zero_bars_figure(table, device_memory=None):
         ax.text(len(names) - 0.5, cap, f"每卡 {fmt(as_bytes(device_memory))}", ha="right", va="bottom", fontsize=8.5)
     ax.set_ylabel("每卡常驻模型状态(GB)")
     ax.set_ylim(0, gb(table[0].total) * 1.18)
-    ax.legend(frameon=False, fontsize=8.5, loc="upper right")
+    ax.legend(frameon=False, fontsize=9, loc="upper right")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.set_title(f"{_count_zh(table[0].params)} 个参数,D = {table[0].dp}:不含激活、临时聚合与缓冲", fontsize=10.5)
@@ -184,7 +194,7 @@ def _count_zh(n: float) -> str:
 def pipeline_gantt_figure(schedule, title=None):
     """Gantt chart of a :class:`PipelineSchedule`: stages as rows, microbatches as boxes."""
     stages = len(schedule.stage_times)
-    fig, ax = _new(8.2, 0.55 * stages + 1.5)
+    fig, ax = _new(6.6, 0.55 * stages + 1.5)
     ms = lambda s: 1e3 * s  # noqa: E731 (seconds to ms)
     times = [t.to("ms").magnitude for t in schedule.stage_times]
     palette = [BLUE, ORANGE, GREEN, VERMILION, PURPLE]
@@ -192,7 +202,7 @@ def pipeline_gantt_figure(schedule, title=None):
         ax.barh(i, ms(schedule.makespan.to("s").magnitude), color="#F2F2F2", height=0.7)
         for j, start in enumerate(row):
             ax.barh(i, times[i], left=ms(start), height=0.7, color=palette[j % len(palette)], edgecolor="white")
-            ax.text(ms(start) + times[i] / 2, i, str(j + 1), ha="center", va="center", color="white", fontsize=8.5)
+            ax.text(ms(start) + times[i] / 2, i, str(j + 1), ha="center", va="center", color="white", fontsize=9)
     ax.set_ylim(stages - 0.5, -0.5)
     ax.set_yticks(range(stages), [f"阶段 {i + 1}" for i in range(stages)])
     ax.set_xlabel("时间(ms);方块里的数字是微批次编号,浅灰为空闲")
@@ -208,18 +218,18 @@ def hang_sequence_figure(check):
     """Per-rank collective sequences of a :class:`CollectiveCheck`, with the first mismatch marked."""
     ranks = len(check.calls)
     longest = max(len(s) for s in check.calls)
-    fig, ax = _new(1.5 * longest + 2.6, 0.6 * ranks + 1.5)
+    fig, ax = _new(1.35 * longest + 1.6, 0.62 * ranks + 1.3)
     for r, seq in enumerate(check.calls):
         for k in range(longest):
             if k < len(seq):
                 bad = check.hangs and k >= check.mismatch_at
                 color = VERMILION if (bad and r in check.diverged) else (ORANGE if bad else GREEN)
                 ax.add_patch(_box(k, r, color))
-                ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color="white", fontsize=8)
+                ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color="white", fontsize=9)
             elif check.hangs and k == check.mismatch_at:
                 ax.add_patch(_box(k, r, "white", linestyle="--", linewidth=1.2))
                 ax.patches[-1].set_edgecolor(VERMILION)
-                ax.text(k + 0.5, r + 0.5, "已退出 /\n无调用", ha="center", va="center", color=VERMILION, fontsize=8)
+                ax.text(k + 0.5, r + 0.5, "已退出 /\n无调用", ha="center", va="center", color=VERMILION, fontsize=9)
     if check.hangs:
         ax.axvline(check.mismatch_at, color=VERMILION, linewidth=1.5)
     ax.set_xlim(0, longest)
