@@ -135,7 +135,7 @@ def ring_panel(ranks=4, grad="2 GB", bandwidth="25 GB/s", compute_single="400 ms
 
 def _render_zero(params, dp, device_memory):
     table = zero_table(params, dp)
-    rows = [(f"{row.name}(分摊:{row.sharded})", fmt(row.total)) for row in table]
+    rows = [(row.name, fmt(row.total)) for row in table]
     stage = table.smallest_fitting_stage(device_memory)
     verdict = "都放不下:还需要 TP/PP 或 offload" if stage is None else table[stage].name
     rows.append((f"每卡 {device_memory} 时最低可行方案(只看常驻状态)", verdict))
