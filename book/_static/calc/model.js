@@ -137,6 +137,7 @@ export function fmtAuto(x, base) {
   if (base === 'B/s') return fmt(x, base, a >= 1e9 ? 'GB/s' : 'MB/s');
   return fmt(x, 'B', a >= 1e12 ? 'TB' : a >= 1e9 ? 'GB' : a >= 1e6 ? 'MB' : a >= 1e3 ? 'kB' : 'B');
 }
+export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 export const pct = (x) => `${trim(100 * x)}%`;
 
 // ---------------------------------------------------------------- validation

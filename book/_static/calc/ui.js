@@ -1,36 +1,36 @@
 // Renders a calculator into every <div class="pb-calc" data-calc="KIND">.
 // The maths is in model.js; this file only builds forms, outputs and SVG,
 // and keeps the inputs in the URL hash ("#ring.ranks=8&ring.grad=4").
-import { FIELDS, evaluate, fmtAuto, pct, trim } from './model.js';
+import { FIELDS, esc, evaluate, fmtAuto, pct, trim } from './model.js';
 
 const LABELS = {
-  grads: ['每个 rank 的本地梯度', '2 到 8 个数,用逗号或空格分隔,例如 2, 6'],
-  lr: ['学习率 lr', '正数,例如 0.1'],
-  w0: ['初始参数 w', '例如 1'],
+  grads: ['每个 rank 的本地梯度', '2 到 8 个数,逗号或空格分隔'],
+  lr: ['学习率 lr'],
+  w0: ['初始参数 w'],
   reduction: ['归约约定'],
-  ranks: ['rank 数 R', '1 到 100000 的整数'],
-  grad: ['梯度大小 G', '非负数,单位在右侧选'],
+  ranks: ['rank 数 R'],
+  grad: ['梯度大小 G'],
   grad_unit: ['梯度单位'],
-  bandwidth: ['单向有效带宽', '正数;注意 GB/s(字节)与 Gb/s(比特)'],
+  bandwidth: ['单向有效带宽', 'GB/s 是字节,Gb/s 是比特'],
   bw_unit: ['带宽单位'],
-  compute: ['单卡计算时间(ms)', '同一个全局 batch 在一张卡上的计算时间'],
-  overlap: ['通信可重叠比例', '0 到 1;0 表示完全不重叠'],
-  params: ['参数个数 P', '可写 7B、1.3e9、350M(B 表示十亿)'],
-  dp: ['数据并行度 D', '1 以上的整数'],
-  param_bytes: ['参数 字节/参数', '如 bf16 为 2'],
-  grad_bytes: ['梯度 字节/参数', '如 bf16 为 2'],
-  optim_bytes: ['优化器 字节/参数', 'FP32 主副本 + Adam 两个矩为 12'],
-  memory: ['每卡显存', '正数'],
+  compute: ['单卡计算时间(ms)', '同一全局 batch 在一张卡上'],
+  overlap: ['通信可重叠比例', '0 到 1'],
+  params: ['参数个数 P', '如 7B、1.3e9、350M'],
+  dp: ['数据并行度 D'],
+  param_bytes: ['参数 字节/参数'],
+  grad_bytes: ['梯度 字节/参数'],
+  optim_bytes: ['优化器 字节/参数', 'FP32 主副本 + Adam 两个矩 = 12'],
+  memory: ['每卡显存'],
   memory_unit: ['显存单位'],
-  stages: ['阶段数 p', '1 到 16'],
-  microbatches: ['微批次数 m', '1 到 64'],
-  stage_times: ['各阶段时间(ms,可选)', '如 10, 12, 10, 10;留空表示各阶段相等'],
-  batch: ['batch b', '每个 TP 组处理的样本数'],
-  seq: ['序列长度 s', '整数'],
-  hidden: ['隐藏维度 h', '需能被 TP 度整除'],
-  tp: ['TP 度 t', '1 表示不切分'],
-  layers: ['层数', '整数'],
-  bytes_per_elem: ['每个元素的字节数', 'bf16 为 2'],
+  stages: ['阶段数 p'],
+  microbatches: ['微批次数 m'],
+  stage_times: ['各阶段时间(ms,可选)', '如 10, 12, 10, 10;留空为相等'],
+  batch: ['batch b'],
+  seq: ['序列长度 s'],
+  hidden: ['隐藏维度 h', '需能被 t 整除'],
+  tp: ['TP 度 t'],
+  layers: ['层数'],
+  bytes_per_elem: ['每元素字节数'],
 };
 const OPTION_TEXT = { mean: '求平均(或求和后除以 R 一次)', sum: '求和,不除以 R', mean_twice: '求平均后又除以 R' };
 const TITLES = {
@@ -38,7 +38,6 @@ const TITLES = {
   pipeline: '流水线气泡', tp: '张量并行通信量',
 };
 
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const B = (x) => fmtAuto(x, 'B');
 const T = (x) => fmtAuto(x, 's');
 const dl = (rows) => `<dl class="pb-out">${rows.map(([k, label, v]) => `<dt>${label}</dt><dd data-out="${k}">${esc(v)}</dd>`).join('')}</dl>`;
@@ -78,14 +77,15 @@ function gantt(o) {
   return svg(24 + p * 22, `流水线甘特图:${p} 个阶段、${m} 个微批次,总时长 ${T(o.makespan)}`, body);
 }
 
+const NAMES = ['完整副本 (DDP)', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3'];
+
 function zeroBars(o) {
-  const names = ['完整副本 (DDP)', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3'];
   const scale = 430 / Math.max(o.rows[0].total, o.memory, 1e-30);
   let body = '';
   for (const r of o.rows) {
     const y = 6 + r.stage * 26;
     let x = 110;
-    body += text(0, y + 14, names[r.stage]);
+    body += text(0, y + 14, NAMES[r.stage]);
     for (const [k, cls, s] of [['param_state', 'pb-c', '参数'], ['grad_state', 'pb-h', '梯度'], ['optim_state', 'pb-x', '优化器']]) {
       body += rect(x, y, r[k] * scale, 18, cls, `${s} ${B(r[k])}`);
       x += r[k] * scale;
@@ -119,11 +119,10 @@ const OUTPUTS = {
     ]) + ringTimeline(o, v.compute / 1000);
   },
   zero(o) {
-    const names = ['完整副本 (DDP)', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3'];
-    const rows = o.rows.map((r) => `<tr data-stage="${r.stage}"><th scope="row">${names[r.stage]}</th><td>${B(r.param_state)}</td><td>${B(r.grad_state)}</td><td>${B(r.optim_state)}</td><td data-out="total${r.stage}">${B(r.total)}</td><td data-out="fits${r.stage}">${r.fits ? '放得下' : '放不下'}</td></tr>`).join('');
+    const rows = o.rows.map((r) => `<tr data-stage="${r.stage}"><th scope="row">${NAMES[r.stage]}</th><td>${B(r.param_state)}</td><td>${B(r.grad_state)}</td><td>${B(r.optim_state)}</td><td data-out="total${r.stage}">${B(r.total)}</td><td data-out="fits${r.stage}">${r.fits ? '放得下' : '放不下'}</td></tr>`).join('');
     const best = o.smallest_fitting_stage;
     return `<table class="pb-table"><thead><tr><th>方案</th><th>参数</th><th>梯度</th><th>优化器</th><th>合计/卡</th><th>${esc('≤ 显存?')}</th></tr></thead><tbody>${rows}</tbody></table>`
-      + `<p data-out="fit">${best === null ? '四种方案的常驻状态都放不下这块卡。' : `最低放得下的方案:${names[best]}。`}</p>`
+      + `<p data-out="fit">${best === null ? '四种方案的常驻状态都放不下这块卡。' : `最低放得下的方案:${NAMES[best]}。`}</p>`
       + zeroBars(o)
       + '<p class="pb-note">只算常驻模型状态:激活、临时 all-gather、预取与通信缓冲另计,实际峰值会更高。</p>';
   },
