@@ -184,7 +184,9 @@ def test_pipeline_both_conventions_and_gantt(tab):
     assert out(page, "pipeline", "makespan") == pb.fmt(s.makespan)
     assert out(page, "pipeline", "schedule_idle_fraction") == pb.fmt_percent(s.idle_fraction)
     after = svg(page, "pipeline")
-    assert after != before and after.count("<rect") == 15
+    assert after != before
+    # one path per stage and colour; each slot is one closed sub-path
+    assert after.count("<path") == 6 and after.count("z") == 15
 
 
 def test_tp_volume_per_layer_and_step(tab):
@@ -192,7 +194,7 @@ def test_tp_volume_per_layer_and_step(tab):
     page = tab.open(CALC)
     fill(page, "tp", tp="8", hidden="8192", layers="80")
     r = pb.tp_allreduce(4, 2048, 8192, 8, 80)
-    assert out(page, "tp", "per_layer") == pb.fmt(r.per_layer)
+    assert out(page, "tp", "per_layer") == pb.fmt(r.per_layer, "MB")
     assert out(page, "tp", "per_step") == pb.fmt(r.per_step)
     assert out(page, "tp", "message") == pb.fmt(r.message, "MB")
 
@@ -223,6 +225,7 @@ def test_url_hash_round_trip(tab):
     page = tab.open(CALC)
     fill(page, "ring", ranks="8", grad="1.5", grad_unit="GiB", bw_unit="Gb/s")
     fill(page, "zero", params="350M", memory_unit="GiB")
+    page.wait_for_function("location.hash.includes('zero.memory_unit=GiB')")
     url = page.url
     assert "ring.ranks=8" in url and "zero.params=350M" in url
     expected = out(page, "ring", "lower_bound"), out(page, "zero", "total3")
@@ -292,13 +295,13 @@ def test_record_export_import_round_trip(tab, tmp_path):
     page.fill("#pb-rec-uncertain", "跨节点带宽未实测")
     page.check("#pb-rec-c_batch")
     with page.expect_download() as d:
-        page.click("text=导出 JSON")
+        page.click('.pb-record [data-act="json"]')
     exported = tmp_path / "record.json"
     d.value.save_as(exported)
     data = json.loads(exported.read_text(encoding="utf-8"))
     assert data["format"] == "pb-plan-record" and data["fields"]["bandwidth"] == "25 GB/s"
     with page.expect_download() as d:
-        page.click("text=导出 Markdown")
+        page.click('.pb-record [data-act="md"]')
     md = tmp_path / "record.md"
     d.value.save_as(md)
     text = md.read_text(encoding="utf-8")

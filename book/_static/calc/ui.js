@@ -60,18 +60,20 @@ function ringTimeline(o, t1) {
     body + legend(112, [['pb-c', '计算'], ['pb-h', '被隐藏的通信'], ['pb-x', '暴露的通信']]));
 }
 
+// One path per stage and colour (not a rect per slot): 16 x 64 slots stay cheap to redraw.
 function gantt(o) {
   const p = o.stage_times.length, m = o.starts[0].length;
   const scale = 510 / o.makespan;
   let body = '';
   for (let i = 0; i < p; i++) {
-    const y = 6 + i * 22;
+    const y = 6 + i * 22, w = o.stage_times[i] * scale, d = ['', ''];
     body += text(0, y + 14, `阶段 ${i + 1}`);
     for (let j = 0; j < m; j++) {
-      const x = 110 + o.starts[i][j] * scale, w = o.stage_times[i] * scale;
-      body += rect(x, y, w, 18, j % 2 ? 'pb-c' : 'pb-c2', `阶段 ${i + 1} 微批次 ${j + 1}:${T(o.starts[i][j])} 开始`);
+      const x = 110 + o.starts[i][j] * scale;
+      d[j % 2] += `M${x.toFixed(1)} ${y}h${w.toFixed(1)}v18h${(-w).toFixed(1)}z`;
       if (w > 16) body += text(x + w / 2 - 4, y + 13, String(j + 1), 'pb-in');
     }
+    body = `<path d="${d[0]}" class="pb-c2"/><path d="${d[1]}" class="pb-c"/>` + body;
   }
   body += text(110, 16 + p * 22, `总时长 ${T(o.makespan)};空白处是等待(气泡)`, 'pb-small');
   return svg(24 + p * 22, `流水线甘特图:${p} 个阶段、${m} 个微批次,总时长 ${T(o.makespan)}`, body);
@@ -171,10 +173,15 @@ function hashParams() {
   return new URLSearchParams(h.includes('=') ? h : '');
 }
 
+// Written shortly after typing stops: browsers throttle rapid history updates.
+let pending = 0;
 function writeHash() {
-  const p = hashParams();
-  for (const c of calcs) for (const [k, v] of Object.entries(c.raw())) p.set(`${c.kind}.${k}`, v);
-  history.replaceState(history.state, '', `#${p}`);
+  clearTimeout(pending);
+  pending = setTimeout(() => {
+    const p = hashParams();
+    for (const c of calcs) for (const [k, v] of Object.entries(c.raw())) p.set(`${c.kind}.${k}`, v);
+    history.replaceState(history.state, '', `#${p}`);
+  }, 200);
 }
 
 class Calc {
