@@ -344,3 +344,27 @@ def test_chapter_pages_load_offline(tab, built_site):
     """Do the chapter pages load with nothing but localhost requests and no console errors?"""
     for html in sorted(built_site.glob("book/*.html")):
         tab.open(f"book/{html.name}")
+
+
+def test_record_by_keyboard(tab):
+    """Can the record be filled, ticked and exported with the keyboard alone?"""
+    page = record_page(tab)
+    page.focus("#pb-rec-model")  # where the reader starts
+    page.keyboard.type("7B")
+    page.keyboard.press("Tab")
+    page.keyboard.type("8")
+    active = "document.activeElement.id || document.activeElement.dataset.act"
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if page.evaluate(active) == "pb-rec-c_bw":
+            break
+    page.keyboard.press("Space")
+    assert page.is_checked("#pb-rec-c_bw")
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if page.evaluate(active) == "json":
+            break
+    with page.expect_download() as d:
+        page.keyboard.press("Enter")
+    data = json.loads(open(d.value.path(), encoding="utf-8").read())
+    assert data["fields"]["model"] == "7B" and data["fields"]["ranks"] == "8" and data["checks"]["c_bw"] is True
