@@ -236,6 +236,12 @@ def test_url_hash_round_trip(tab):
     assert fresh.input_value("#pb-ring-grad_unit") == "GiB"
     assert fresh.input_value("#pb-zero-params") == "350M"
     assert (out(fresh, "ring", "lower_bound"), out(fresh, "zero", "total3")) == expected
+    fresh.evaluate("location.hash = 'tp.tp=8&tp.hidden=8192'")  # a pasted link on an open page
+    fresh.wait_for_function("document.querySelector('#pb-tp-tp').value === '8'")
+    assert out(fresh, "tp", "per_step") == pb.fmt(pb.tp_allreduce(4, 2048, 8192, 8, 32).per_step)
+    fresh.evaluate("location.hash = 'some-section'")  # a link to a heading leaves the inputs alone
+    fresh.wait_for_timeout(100)
+    assert fresh.input_value("#pb-tp-tp") == "8"
     fresh.close()
 
 
