@@ -12,13 +12,13 @@ import re
 from urllib.parse import urlparse
 
 import pytest
+from playwright import sync_api as playwright_api
 
 import parallel_budget as pb
 from parallel_budget.calculators import evaluate
 from serve import LOCAL_HOSTS, launch, serve
 
 pytestmark = pytest.mark.slow
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -374,3 +374,16 @@ def test_record_by_keyboard(tab):
         page.keyboard.press("Enter")
     data = json.loads(open(d.value.path(), encoding="utf-8").read())
     assert data["fields"]["model"] == "7B" and data["fields"]["ranks"] == "8" and data["checks"]["c_bw"] is True
+
+
+def test_file_url_explains_instead_of_an_empty_box(browser, built_site):
+    """Opened from file:// (Chromium refuses module scripts there): does the page say what to do?"""
+    page = browser.new_page()
+    try:
+        page.goto((built_site / "book" / "calculators.html").as_uri())
+        page.wait_for_load_state("load")
+        first = page.locator(".pb-calc").first
+        first.locator(".pb-bad").wait_for()
+        assert "http.server" in first.inner_text()
+    finally:
+        page.close()
