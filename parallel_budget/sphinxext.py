@@ -13,9 +13,11 @@ reader when the module did not load (Chromium refuses module scripts from
 
 from __future__ import annotations
 
+import re
+
 CALC_JS = "calc/main.js"
 CALC_CSS = "calc/calc.css"
-MOUNT_MARKERS = ('class="pb-calc"', 'class="pb-record"')
+MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
 
 # Runs as a classic script, so it also runs where the module is refused.
 _FALLBACK = (
@@ -41,7 +43,7 @@ def _drop_online_scripts(app, pagename, templatename, context, doctree):
 def _add_tools(app, pagename, templatename, context, doctree):
     """Load the calculators' module and stylesheet on pages that mount them."""
     body = context.get("body") or ""
-    if any(marker in body for marker in MOUNT_MARKERS):
+    if MOUNT.search(body):
         app.add_css_file(CALC_CSS)
         app.add_js_file(CALC_JS, type="module")
         app.add_js_file(None, body=_FALLBACK)

@@ -23,14 +23,14 @@ class FakeApp:
 
 def test_tools_are_added_only_to_pages_that_mount_them():
     """Does a page with a pb-calc or pb-record marker get the module, the CSS and the fallback, others nothing?"""
-    for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">'):
+    for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">', "<div class='x pb-calc'>"):
         app = FakeApp()
         sphinxext._add_tools(app, "p", "page.html", {"body": body}, None)
         assert app.css == [sphinxext.CALC_CSS]
         assert app.js[0] == (sphinxext.CALC_JS, {"type": "module"})
         assert app.js[1][0] is None and "pbToolsLoaded" in app.js[1][1]["body"]
     app = FakeApp()
-    sphinxext._add_tools(app, "p", "page.html", {"body": "<p>no tools</p>"}, None)
+    sphinxext._add_tools(app, "p", "page.html", {"body": "<p>no tools: pb-calc-like</p>"}, None)
     assert app.js == [] and app.css == []
 
 
