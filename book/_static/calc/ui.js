@@ -221,9 +221,10 @@ class Calc {
   update() {
     const r = evaluate(this.kind, this.raw());
     const errors = r.errors || {};
-    for (const [name, e] of Object.entries(this.inputs)) {
+    for (const fd of FIELDS[this.kind]) {
+      const name = fd.name, e = this.inputs[name];
       const msg = this.el.querySelector(`[data-msg="${name}"]`);
-      msg.textContent = errors[name] ? `${LABELS[name][0]}:${errors[name]}` : '';
+      msg.textContent = errors[name] ? `${LABELS[name][0]}:${errors[name]}${fd.default ? `。例如 ${fd.default}` : ''}` : '';
       if (errors[name]) e.setAttribute('aria-invalid', 'true'); else e.removeAttribute('aria-invalid');
     }
     if (r.errors) {
