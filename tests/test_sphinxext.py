@@ -22,13 +22,13 @@ class FakeApp:
 
 
 def test_tools_are_added_only_to_pages_that_mount_them():
-    """Does a page with a pb-calc or pb-record marker get the module, the CSS and the fallback, others nothing?"""
+    """Does a page with a pb-calc or pb-record marker get the deferred scripts in order and the CSS, others nothing?"""
     for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">', "<div class='x pb-calc'>"):
         app = FakeApp()
         sphinxext._add_tools(app, "p", "page.html", {"body": body}, None)
         assert app.css == [sphinxext.CALC_CSS]
-        assert app.js[0] == (sphinxext.CALC_JS, {"type": "module"})
-        assert app.js[1][0] is None and "pbToolsLoaded" in app.js[1][1]["body"]
+        assert app.js == [(js, {"defer": "defer"}) for js in sphinxext.CALC_JS]
+        assert app.js[-1][0].endswith("main.js")
     app = FakeApp()
     sphinxext._add_tools(app, "p", "page.html", {"body": "<p>no tools: pb-calc-like</p>"}, None)
     assert app.js == [] and app.css == []
@@ -36,7 +36,8 @@ def test_tools_are_added_only_to_pages_that_mount_them():
 
 def test_registered_files_exist():
     """Are the files the extension registers present under book/_static/?"""
-    assert (ASSETS.parent / sphinxext.CALC_JS).is_file()
+    for js in sphinxext.CALC_JS:
+        assert (ASSETS.parent / js).is_file()
     assert (ASSETS.parent / sphinxext.CALC_CSS).is_file()
 
 
@@ -50,3 +51,10 @@ def test_assets_stay_within_40_kb_and_offline():
         assert not re.search(r"https?://|//cdn|@import", text), p.name
         if p.suffix == ".js":
             assert not re.search(r"\bfetch\(|XMLHttpRequest|WebSocket", text), p.name
+
+
+def test_scripts_are_classic_so_file_urls_work():
+    """Are the page scripts free of ES module syntax, which browsers refuse from file://?"""
+    for js in sphinxext.CALC_JS:
+        text = (ASSETS.parent / js).read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M), js

@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { FIELDS, evaluate, fmt, parseParams, parseQuantity } from '../../book/_static/calc/model.js';
+import { createRequire } from 'node:module';
+const { FIELDS, evaluate, fmt, parseParams, parseQuantity } = createRequire(import.meta.url)('../../book/_static/calc/model.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/calculators.json', import.meta.url), 'utf8'));
 const CALCS = Object.keys(FIELDS);

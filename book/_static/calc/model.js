@@ -1,6 +1,9 @@
 // Formulas and validation of the in-page calculators. Mirrors parallel_budget
 // (calculators.py, units.py, ...) and is held to it by tests/vectors/calculators.json.
 // No DOM here: node --test imports this file directly.
+// Classic script (no ES module), so it also runs from file://; node loads it with require().
+(function (root) {
+'use strict';
 
 const NUM = /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/;
 const LIST_SEP = /[\s,,、;;]+/;
@@ -11,7 +14,7 @@ const f = (name, kind, def, min = null, max = null, o = {}) => ({
 });
 
 // Same fields and limits as parallel_budget.calculators.FIELDS (checked by the vectors).
-export const FIELDS = {
+const FIELDS = {
   update: [
     f('grads', 'list', '2, 6', -1e12, 1e12, { options: [2, 8] }),
     f('lr', 'num', '0.1', 0, 1e3, { open: 1 }),
@@ -50,7 +53,7 @@ export const FIELDS = {
     f('bytes_per_elem', 'num', '2', 0, 16, { open: 1 }),
   ],
 };
-export const EQUAL_STAGE_MS = 10;
+const EQUAL_STAGE_MS = 10;
 
 // ---------------------------------------------------------------- units
 
@@ -74,7 +77,7 @@ function unitOf(u) {
 }
 
 // Like units.parse: "2 GB" as bytes -> 2e9; throws Error with a Chinese message.
-export function parseQuantity(text, kind) {
+function parseQuantity(text, kind) {
   const t = String(text).trim().replace('Gbps', 'Gb/s').replace('GBps', 'GB/s');
   const accepted = { bytes: 'B、MB、GB、GiB、Gb 等,例如 2 GB', bandwidth: 'GB/s、Gb/s、MB/s 等,例如 25 GB/s', time: 's、ms、us,例如 400 ms' }[kind];
   const m = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$/.exec(t);
@@ -91,7 +94,7 @@ export function parseQuantity(text, kind) {
 
 const COUNT = { '': 1, K: 1e3, k: 1e3, M: 1e6, B: 1e9, G: 1e9, T: 1e12 };
 // Like units.as_params: "7B" -> 7e9, "350M", "1.3e9".
-export function parseParams(text) {
+function parseParams(text) {
   const m = /^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([kKMBGT]?)\s*$/.exec(String(text));
   const n = m ? Number(m[1]) * COUNT[m[2]] : NaN;
   if (!(n > 0 && Number.isFinite(n))) throw new Error(`无法读成参数个数:"${text}"。可写 7B、1.3e9、350M(B 表示十亿个参数)`);
@@ -109,7 +112,7 @@ function roundSig(a, p) {
   return [d, e];
 }
 
-export function trim(x, digits = 3) {
+function trim(x, digits = 3) {
   if (x === 0) return '0';
   const [d, e] = roundSig(Math.abs(x), digits);
   const sign = x < 0 ? '-' : '';
@@ -125,20 +128,20 @@ const DEFAULT_UNIT = { B: 'GB', 'B/s': 'GB/s', s: 'ms' };
 const FACTOR = { B: 1, kB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, GiB: 2 ** 30, 'B/s': 1, 'MB/s': 1e6, 'GB/s': 1e9, s: 1, ms: 1e-3, 'µs': 1e-6 };
 
 // units.fmt: a value in base unit ('B', 'B/s', 's') shown in `unit` (default GB, GB/s, ms).
-export function fmt(x, base, unit = null, digits = 3) {
+function fmt(x, base, unit = null, digits = 3) {
   const u = unit || DEFAULT_UNIT[base];
   return `${trim(x / FACTOR[u], digits)} ${u}`;
 }
 
 // A readable unit for the page (the book uses fmt's defaults; the calculator scales).
-export function fmtAuto(x, base) {
+function fmtAuto(x, base) {
   const a = Math.abs(x);
   if (base === 's') return fmt(x, 's', a === 0 || a >= 100 ? 's' : a >= 1e-3 ? 'ms' : 'µs');
   if (base === 'B/s') return fmt(x, base, a >= 1e9 ? 'GB/s' : 'MB/s');
   return fmt(x, 'B', a >= 1e12 ? 'TB' : a >= 1e9 ? 'GB' : a >= 1e6 ? 'MB' : a >= 1e3 ? 'kB' : 'B');
 }
-export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
-export const pct = (x) => `${trim(100 * x)}%`;
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
+const pct = (x) => `${trim(100 * x)}%`;
 
 // ---------------------------------------------------------------- validation
 
@@ -191,13 +194,13 @@ function fsum(xs) {  // Neumaier summation, close to Python's math.fsum
 }
 const isclose = (a, b, tol) => Math.abs(a - b) <= Math.max(tol * Math.max(Math.abs(a), Math.abs(b)), tol);
 
-export class FieldError extends Error {
+class FieldError extends Error {
   constructor(field, message) { super(message); this.field = field; }
 }
 
 const quantity = (v, name, unitField, kind) => parseQuantity(`${v[name]} ${v[unitField]}`, kind);
 
-export function ringAllreduce(ranks, grad, bandwidth) {
+function ringAllreduce(ranks, grad, bandwidth) {
   const send = grad * (2 * (ranks - 1) / ranks);
   if (bandwidth === 0 && send > 0) throw new FieldError('bandwidth', '有数据要发送时带宽必须大于 0');
   return {
@@ -206,7 +209,7 @@ export function ringAllreduce(ranks, grad, bandwidth) {
   };
 }
 
-export function stepTime(computeSingle, ranks, comm, overlap) {
+function stepTime(computeSingle, ranks, comm, overlap) {
   const per = computeSingle / ranks;
   const hidden = Math.min(comm * overlap, per);
   const exposed = comm - hidden;
@@ -218,7 +221,7 @@ export function stepTime(computeSingle, ranks, comm, overlap) {
   };
 }
 
-export function pipelineSchedule(times, m) {
+function pipelineSchedule(times, m) {
   const starts = [];
   times.forEach((t, i) => {
     const row = [];
@@ -288,7 +291,7 @@ const COMPUTE = {
 
 // Validate the form strings of one calculator and compute. Returns {values, errors}
 // (errors: field -> Chinese message, in field order) or {values, out}.
-export function evaluate(kind, raw = {}) {
+function evaluate(kind, raw = {}) {
   const values = {}, errors = {};
   for (const fd of FIELDS[kind]) {
     try { values[fd.name] = fieldValue(fd, raw); } catch (e) { errors[fd.name] = e.message; }
@@ -303,3 +306,8 @@ export function evaluate(kind, raw = {}) {
     return { values, errors: { [e.field || FIELDS[kind][0].name]: e.message } };
   }
 }
+
+const api = { FIELDS, EQUAL_STAGE_MS, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, pipelineSchedule, evaluate };
+if (typeof module === 'object' && module.exports) module.exports = api;
+else root.PBModel = api;
+})(typeof globalThis !== 'undefined' ? globalThis : this);

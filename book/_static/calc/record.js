@@ -1,12 +1,15 @@
 // The record page "并行方案与通信预算". The page's HTML holds the form (fieldsets,
 // labelled fields, the self-check boxes); this module keeps it in localStorage,
 // exports Markdown / JSON and imports JSON back. Nothing here grades anything.
-export const KEY = 'pb-plan-record-v1';
-export const FORMAT = 'pb-plan-record';
+// Classic script (no ES module), so it also runs from file://; node loads it with require().
+(function (root) {
+'use strict';
+const KEY = 'pb-plan-record-v1';
+const FORMAT = 'pb-plan-record';
 const MAX_TEXT = 20000;
 
 // What the form holds: sections of {name, label, check, options: {value: text} | null}.
-export function schemaOf(form) {
+function schemaOf(form) {
   return [...form.querySelectorAll('fieldset')].map((fs) => ({
     title: fs.querySelector('legend').textContent.trim(),
     items: [...fs.querySelectorAll('input, select, textarea')].map((e) => ({
@@ -20,14 +23,14 @@ export function schemaOf(form) {
 
 const items = (schema) => schema.flatMap((s) => s.items);
 
-export function empty(schema) {
+function empty(schema) {
   const d = { format: FORMAT, version: 1, fields: {}, checks: {} };
   for (const i of items(schema)) if (i.check) d.checks[i.name] = false; else d.fields[i.name] = '';
   return d;
 }
 
 // Why `data` is not a record of this form, or '' when it is one.
-export function problem(data, schema) {
+function problem(data, schema) {
   const isObj = (x) => x && typeof x === 'object' && !Array.isArray(x);
   if (!isObj(data)) return '内容不是一个 JSON 对象';
   if (data.format !== FORMAT) return `缺少 "format": "${FORMAT}",不是本页导出的记录`;
@@ -46,7 +49,7 @@ export function problem(data, schema) {
   return '';
 }
 
-export function toMarkdown(data, schema) {
+function toMarkdown(data, schema) {
   const out = ['# 并行方案与通信预算', '', `导出时间:${data.saved || new Date().toISOString()}`, ''];
   for (const s of schema) {
     out.push(`## ${s.title}`, '');
@@ -70,7 +73,7 @@ function download(name, text, type) {
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
-export function mount(el = document.querySelector('.pb-record')) {
+function mount(el = document.querySelector('.pb-record')) {
   const form = el.querySelector('form');
   const schema = schemaOf(form);
   el.insertAdjacentHTML('afterbegin', '<div class="pb-alert" role="alert" hidden><span></span> <button type="button" data-act="reset">清除本浏览器里的旧记录并重新开始</button></div>');
@@ -152,3 +155,8 @@ export function mount(el = document.querySelector('.pb-record')) {
     delete clear.dataset.armed;
   });
 }
+
+const api = { KEY, FORMAT, schemaOf, empty, problem, toMarkdown, mount };
+if (typeof module === 'object' && module.exports) module.exports = api;
+else root.PBRecord = api;
+})(typeof globalThis !== 'undefined' ? globalThis : this);

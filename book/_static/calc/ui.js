@@ -1,7 +1,10 @@
 // Renders a calculator into every <div class="pb-calc" data-calc="KIND">.
 // The maths is in model.js; this file only builds forms, outputs and SVG,
 // and keeps the inputs in the URL hash ("#ring.ranks=8&ring.grad=4").
-import { FIELDS, esc, evaluate, fmtAuto, pct, trim } from './model.js';
+// Classic script (no ES module), so it also runs from file://; node loads it with require().
+(function (root) {
+'use strict';
+const { FIELDS, esc, evaluate, fmtAuto, pct, trim } = root.PBModel;
 
 const LABELS = {
   grads: ['每个 rank 的本地梯度', '2 到 8 个数,逗号或空格分隔'],
@@ -166,7 +169,7 @@ function fieldHtml(kind, fd, unitFd) {
     + `<small class="pb-hint" id="${id}-hint">${hint ? esc(hint) : ''}</small>${msgs}</div>`;
 }
 
-export const calcs = [];
+const calcs = [];
 
 function hashParams() {
   const h = location.hash.slice(1);
@@ -239,7 +242,7 @@ class Calc {
   }
 }
 
-export function mountAll(root = document) {
+function mountAll(root = document) {
   for (const el of root.querySelectorAll('.pb-calc[data-calc]')) {
     const kind = el.dataset.calc;
     if (!FIELDS[kind]) {
@@ -256,3 +259,8 @@ export function mountAll(root = document) {
     calcs.filter((c) => keys.some((k) => k.startsWith(`${c.kind}.`))).forEach((c) => c.restore());
   });
 }
+
+const api = { calcs, mountAll };
+if (typeof module === 'object' && module.exports) module.exports = api;
+else root.PBCalc = api;
+})(typeof globalThis !== 'undefined' ? globalThis : this);
