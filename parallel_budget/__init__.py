@@ -11,9 +11,13 @@ Modules, one concept each:
 * :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table
 * :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
+* :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
+* :mod:`.figures`       build-time matplotlib figures of the chapters (import explicitly)
+* :mod:`.widgets`       ipywidgets recompute panels for JupyterLab (import explicitly)
+* :mod:`.labs`          optional CPU labs on real torch.distributed processes (import explicitly)
 """
 
-from .communication import RingAllReduce, busbw, ring_allreduce, ring_send_factor
+from .communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
 from .memory import ZeroMemory, ZeroTable, zero_memory, zero_table
 from .parallelism import (
     PipelineBubble,
@@ -24,6 +28,7 @@ from .parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
+from .protocol import CollectiveCheck, check_collectives
 from .steptime import StepTime, StragglerWait, step_time, straggler_wait
 from .units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .update import DataParallelUpdate, data_parallel_update
@@ -31,11 +36,13 @@ from .update import DataParallelUpdate, data_parallel_update
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
     "PipelineSchedule",
     "Q_",
     "RingAllReduce",
+    "RingTransfer",
     "StepTime",
     "StragglerWait",
     "TensorParallelComm",
@@ -46,6 +53,7 @@ __all__ = [
     "as_params",
     "as_time",
     "busbw",
+    "check_collectives",
     "data_parallel_update",
     "fmt",
     "fmt_percent",
@@ -54,6 +62,7 @@ __all__ = [
     "pipeline_bubble_over_ideal",
     "pipeline_schedule",
     "ring_allreduce",
+    "ring_schedule",
     "ring_send_factor",
     "step_time",
     "straggler_wait",

@@ -103,3 +103,40 @@ def busbw(algbw, ranks, collective: str = "allreduce") -> pint.Quantity:
             f"busbw() 的参数 collective 不认识 {collective!r}。可用:{', '.join(_BUSBW_FACTORS)}"
         )
     return (bw * _BUSBW_FACTORS[key](n)).to("B/s")
+
+
+@dataclass(frozen=True)
+class RingTransfer:
+    """One chunk sent from ``src`` to its right neighbour ``dst`` in one round."""
+
+    round: int  # 0 .. 2(R-1)-1
+    phase: str  # "reduce-scatter" or "all-gather"
+    src: int
+    dst: int
+    chunk: int
+
+
+def ring_schedule(ranks) -> tuple:
+    """Every transfer of the ideal ring all-reduce, round by round.
+
+    Rank r always sends to rank (r+1) mod R.  In reduce-scatter round k it
+    sends chunk (r-k) mod R (its partial sum so far); after R-1 rounds rank r
+    holds the fully reduced chunk (r+1) mod R.  In all-gather round k it sends
+    chunk (r+1-k) mod R.  Returns a tuple of rounds, each a tuple of R
+    :class:`RingTransfer`; the figures and the in-page calculator draw this.
+
+    >>> [t.chunk for t in ring_schedule(4)[0]]
+    [0, 1, 2, 3]
+    """
+    r_ = as_count(ranks, arg="ranks", func="ring_schedule")
+    rounds = []
+    for k in range(2 * (r_ - 1)):
+        if k < r_ - 1:
+            phase, offset = "reduce-scatter", -k
+        else:
+            phase, offset = "all-gather", 1 - (k - (r_ - 1))
+        rounds.append(tuple(
+            RingTransfer(round=k, phase=phase, src=r, dst=(r + 1) % r_, chunk=(r + offset) % r_)
+            for r in range(r_)
+        ))
+    return tuple(rounds)

@@ -129,6 +129,19 @@ class TensorParallelComm:
     send_per_rank_per_layer: pint.Quantity  # ring traffic each TP rank sends
     send_per_rank_per_step: pint.Quantity
 
+    def lower_bound(self, bandwidth) -> pint.Quantity:
+        """Time each TP rank needs to send its per-step traffic at ``bandwidth`` (one-way, effective).
+
+        Like :func:`ring_allreduce`'s bound it ignores per-round latency and
+        contention, and assumes nothing overlaps with compute.
+        """
+        from .units import as_bandwidth
+
+        bw = as_bandwidth(bandwidth, func="TensorParallelComm.lower_bound")
+        if bw.magnitude == 0:
+            raise ValueError('TensorParallelComm.lower_bound() 的参数 bandwidth 必须大于 0。例如 "100 GB/s"')
+        return (self.send_per_rank_per_step / bw).to("s")
+
     def __repr__(self) -> str:
         return (
             f"TensorParallelComm(tp={self.tp}, layers={self.layers}: message={fmt(self.message, 'MB', 4)}, "

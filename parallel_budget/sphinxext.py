@@ -1,13 +1,24 @@
-"""Sphinx extension of the course book: keep every page offline.
+"""Sphinx extension of the course book: keep every page offline, load the in-page tools.
 
 Jupyter Book 1 always loads sphinx-thebe, which writes the address of thebe's
 JavaScript on a CDN into every page.  The course has no live kernels on the
 static site, so this drops those script entries before a page is written.
-Calculators register their own assets here as they are added.
+
+The calculators and the record page (``book/_static/calc/``: classic scripts
+and a stylesheet) are added only to pages that mount them, i.e. whose body holds
+``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
+not ES modules, because browsers refuse module scripts from ``file://`` and the
+site must work when opened straight from disk.
 """
 
 from __future__ import annotations
 
+import re
+
+# Deferred classic scripts run in this order: model, then the views, then main mounts them.
+CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
+CALC_CSS = "calc/calc.css"
+MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
 
 def _is_online_script(script) -> bool:
     text = str(getattr(script, "filename", "") or "") + str(getattr(script, "attributes", {}).get("body", ""))
@@ -20,6 +31,16 @@ def _drop_online_scripts(app, pagename, templatename, context, doctree):
         context["script_files"] = [s for s in scripts if not _is_online_script(s)]
 
 
+def _add_tools(app, pagename, templatename, context, doctree):
+    """Load the calculators' module and stylesheet on pages that mount them."""
+    body = context.get("body") or ""
+    if MOUNT.search(body):
+        app.add_css_file(CALC_CSS)
+        for js in CALC_JS:
+            app.add_js_file(js, defer="defer")
+
+
 def setup(app):
+    app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

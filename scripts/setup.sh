@@ -12,6 +12,7 @@ need_pkgs=()
 dpkg -s fonts-noto-cjk >/dev/null 2>&1 || need_pkgs+=(fonts-noto-cjk)
 if [ "${PB_WITH_BROWSER:-1}" = 1 ]; then
   [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+  command -v node >/dev/null || need_pkgs+=(nodejs)  # node --test for the JS calculators
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -90,3 +90,38 @@ def test_busbw_of_the_model_equals_link_bandwidth():
     r = ring_allreduce(8, "4 GB", "50 GB/s")
     algbw = r.grad / r.lower_bound
     assert busbw(algbw, 8).to("GB/s").magnitude == pytest.approx(50)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 7, 8])
+def test_ring_schedule_really_all_reduces(ranks):
+    """Does replaying ring_schedule leave every rank with the full sum, sending 2(R-1) chunks each?"""
+    from parallel_budget import ring_schedule, ring_send_factor
+
+    rounds = ring_schedule(ranks)
+    # data[rank][chunk]: a distinct value per rank and chunk, as a set of contributions
+    data = [[frozenset({(r, c)}) for c in range(ranks)] for r in range(ranks)]
+    sent = [0] * ranks
+    for rnd in rounds:
+        assert len(rnd) == ranks and sorted(t.src for t in rnd) == list(range(ranks))
+        payload = [(t, data[t.src][t.chunk]) for t in rnd]  # everybody sends at once
+        for t, value in payload:
+            assert t.dst == (t.src + 1) % ranks
+            sent[t.src] += 1
+            if t.phase == "reduce-scatter":
+                data[t.dst][t.chunk] = data[t.dst][t.chunk] | value
+            else:
+                data[t.dst][t.chunk] = value
+    full = [frozenset((r, c) for r in range(ranks)) for c in range(ranks)]
+    assert all(data[r] == full for r in range(ranks))
+    assert len(rounds) == ring_allreduce(ranks, "1 GB", "1 GB/s").steps
+    assert all(s / ranks == pytest.approx(ring_send_factor(ranks)) for s in sent)
+
+
+def test_ring_schedule_phases_and_bad_input():
+    """Are the first R-1 rounds reduce-scatter, the rest all-gather, and is ranks=0 refused in Chinese?"""
+    from parallel_budget import ring_schedule
+
+    phases = [rnd[0].phase for rnd in ring_schedule(4)]
+    assert phases == ["reduce-scatter"] * 3 + ["all-gather"] * 3
+    with pytest.raises(ValueError, match="ring_schedule.*ranks"):
+        ring_schedule(0)

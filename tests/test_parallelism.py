@@ -52,3 +52,16 @@ def test_bad_pipeline_arguments():
         pipeline_bubble(4, 0)
     with pytest.raises(ValueError, match="stage_times"):
         pipeline_schedule("10 ms", 4)
+
+
+def test_tp_lower_bound_scales_with_bandwidth():
+    """Is the TP per-step bound the per-rank send over bandwidth, eight times longer at 1/8 the bandwidth?"""
+    c = tp_allreduce(8, 2048, 4096, 4, 32)
+    fast, slow = c.lower_bound("100 GB/s"), c.lower_bound("12.5 GB/s")
+    assert fast.to("s").magnitude == pytest.approx(c.send_per_rank_per_step.to("B").magnitude / 100e9)
+    assert slow.to("s").magnitude == pytest.approx(8 * fast.to("s").magnitude)
+    assert tp_allreduce(8, 2048, 4096, 1, 32).lower_bound("1 GB/s").magnitude == 0
+    with pytest.raises(ValueError, match="bandwidth"):
+        c.lower_bound("100 GB")
+    with pytest.raises(ValueError, match="大于 0"):
+        c.lower_bound(0)

@@ -1,0 +1,241 @@
+"""Does every chapter page carry its goals, figures, glued numbers, answers and misconception boxes,
+and is no number in the prose typed by hand?"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import parallel_budget as pb
+from conftest import ROOT
+
+CHAPTERS = ["two-rank-update", "ring-allreduce", "zero-memory", "tp-pp", "debugging"]
+PAGES = CHAPTERS + ["intro", "exercises", "reading-guide", "next-lesson", "glossary"]
+
+# Numbers with a unit that a page may type by hand: the given inputs of its examples, nothing derived.
+GIVEN = {
+    "intro": {"400 ms"},
+    "two-rank-update": set(),
+    "ring-allreduce": {"2 GB", "25 GB/s", "25 Gb/s", "400 ms", "1 GB"},
+    "zero-memory": {"6 GB"},
+    "tp-pp": {"100 GB/s", "12.5 GB/s", "10 ms", "15 ms"},
+    "debugging": set(),
+    "exercises": {"2 GB", "25 GB/s", "12.5 GB/s", "4 GB", "50 GB/s"},
+    "reading-guide": set(),
+    "next-lesson": set(),
+    "glossary": set(),
+}
+
+NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(GB/s|Gb/s|GiB|GB|MB|TB|ms|s|%|倍|B)(?![A-Za-z])")
+
+# The eight misconceptions of the issue: (page, words in the box title).
+MISCONCEPTIONS = [
+    ("ring-allreduce", "Gb/s"),
+    ("ring-allreduce", "接收"),
+    ("ring-allreduce", "全网总量"),
+    ("debugging", "平均做两次"),
+    ("zero-memory", "激活"),
+    ("tp-pp", "ZeRO"),
+    ("debugging", "超时"),
+    ("debugging", "最新文件"),
+]
+
+FIGURES = {
+    "two-rank-update": ["update_outcomes_figure"],
+    "ring-allreduce": ["ring_rounds_figure", "step_timeline_figure"],
+    "zero-memory": ["zero_bars_figure"],
+    "tp-pp": ["pipeline_gantt_figure"],
+    "debugging": ["hang_sequence_figure"],
+}
+CALCS = {
+    "two-rank-update": {"update"},
+    "ring-allreduce": {"ring"},
+    "zero-memory": {"zero"},
+    "tp-pp": {"pipeline", "tp"},
+    "debugging": set(),
+}
+PANELS = {
+    "two-rank-update": "update_panel",
+    "ring-allreduce": "ring_panel",
+    "zero-memory": "zero_panel",
+    "tp-pp": "pipeline_panel",
+    "debugging": "hang_panel",
+}
+
+
+def source(page: str) -> str:
+    return (ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")
+
+
+def code_cells(text: str) -> list[tuple[str, str]]:
+    """(options, body) of every {code-cell}."""
+    return re.findall(r"```\{code-cell\}[^\n]*\n(---\n.*?\n---\n|(?::[^\n]*\n)*)(.*?)\n```", text, re.S)
+
+
+def prose(text: str) -> str:
+    """The page without front matter, code cells, raw blocks, math, inline code and glue roles."""
+    text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"```\{(?:code-cell|raw|glossary)\}.*?\n```", "", text, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
+    text = re.sub(r"\$[^$\n]+\$", "", text)
+    text = re.sub(r"\{glue:text\}`[^`]*`", "", text)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_hand_typed_result_in_prose(page):
+    """Is every number with a unit in the prose either glued or one of the page's given inputs?"""
+    found = {f"{m.group(1)} {m.group(2)}" for m in NUMBER_WITH_UNIT.finditer(prose(source(page)))}
+    typed = found - GIVEN[page]
+    assert not typed, f"{page}.md types {sorted(typed)} by hand: glue them from the package"
+
+
+def test_the_prose_scan_catches_a_typed_result():
+    """Would the scan notice '3 GB' typed into the ring chapter, but not the same text glued or in code?"""
+    typed = source("ring-allreduce") + "\n每 rank 发送 3 GB,下界 120 ms。\n"
+    found = {f"{m.group(1)} {m.group(2)}" for m in NUMBER_WITH_UNIT.finditer(prose(typed))}
+    assert {"3 GB", "120 ms"} <= found - GIVEN["ring-allreduce"]
+    assert not NUMBER_WITH_UNIT.search(prose("发送 {glue:text}`ch2_send`,`x = '3 GB'`,$3\\,GB$"))
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chapter_structure(page):
+    """Has the chapter learning goals first, check-yourself answers in dropdowns, an optional-lab section
+    and a summary last?"""
+    text = source(page)
+    body = prose(text)
+    assert body.index(":::{admonition} 学习目标") < body.index("\n## "), "goals must open the chapter"
+    assert "## 检查自己" in text
+    questions = text.split("## 检查自己")[1].split("\n## ")[0]
+    assert questions.count(":::{dropdown}") >= 2
+    assert "## 选做实验" in text
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings[-1] == "小结" and headings[-2] == "选做实验"
+    assert "import parallel_budget" in text and "labs" not in text.split("## 选做实验")[1]
+
+
+@pytest.mark.parametrize("page, title_words", MISCONCEPTIONS)
+def test_misconception_boxes(page, title_words):
+    """Is each misconception of the lesson in a warning box on its chapter?"""
+    titles = re.findall(r":::\{admonition\} (.+)\n:class: warning", source(page))
+    assert any(title_words in t for t in titles), f"{page}: no warning box about {title_words!r}; have {titles}"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_figures_calculators_and_hidden_panels(page):
+    """Does the chapter draw its figures at build, mark its calculators once each, and run its
+    ipywidgets panel only in a remove-cell, with the sentence that points to JupyterLab?"""
+    text = source(page)
+    cells = code_cells(text)
+    for fig in FIGURES[page]:
+        assert any(fig in body and "remove-input" in opts and "caption:" in opts for opts, body in cells), fig
+    kinds = re.findall(r'<div class="pb-calc" data-calc="(\w+)"></div>', text)
+    assert set(kinds) == CALCS[page] and len(kinds) == len(set(kinds))
+    panel = [(opts, body) for opts, body in cells if PANELS[page] in body]
+    assert panel and all("remove-cell" in opts for opts, _ in panel)
+    assert all("assert" in body for _, body in panel), "the panel cell must check what it shows"
+    assert "在 JupyterLab 中打开本章可使用交互面板" in text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hidden_cells_assert_or_glue_only_from_the_package(page):
+    """Does every page glue from parallel_budget in a remove-cell, and do chapters assert the lesson's promises?"""
+    text = source(page)
+    cells = code_cells(text)
+    assert "remove-cell" in cells[0][0] and "glue_text(" in cells[0][1]
+    roles = set(re.findall(r"\{glue:text\}`([^`]+)`", text))
+    glued = set(re.findall(r'glue_text\(\s*f?"([^"{]+)', text))
+    dynamic = re.findall(r'glue_text\(\s*f"([^"{]*)\{', text)
+    missing = {r for r in roles if r not in glued and not any(r.startswith(d) for d in dynamic)}
+    assert not missing, f"{page}: roles without glue {missing}"
+
+
+def test_glossary_covers_every_term_role_and_the_issue_terms():
+    """Is every {term} used in the book defined in the glossary, including the terms the issue names?"""
+    glossary = source("glossary")
+    defined = set(re.findall(r"^(\S[^\n]*)\n  \S", glossary.split("```{glossary}")[1], re.M))
+    used = set()
+    for page in PAGES:
+        for m in re.finditer(r"\{term\}`([^`]+)`", source(page)):
+            target = re.search(r"<([^>]+)>", m.group(1))
+            used.add(target.group(1) if target else m.group(1))
+    assert used <= defined, used - defined
+    assert {"rank", "all-reduce", "DDP", "ZeRO", "TP", "PP", "bucket"} <= defined
+
+
+def test_toc_lists_the_new_pages_after_the_chapters():
+    """Are the exercises, glossary and next-lesson pages in the toc, after the five chapters?"""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert files[:5] == [f"book/{c}" for c in CHAPTERS]
+    for page in ("exercises", "glossary", "next-lesson", "reading-guide", "plan-record"):
+        assert f"book/{page}" in files[5:]
+
+
+def test_intro_and_exercises_link_the_plan_record():
+    """Do the intro and the exercises point to the page where the learner writes the plan?"""
+    for page in ("intro", "exercises"):
+        assert "{doc}`plan-record`" in source(page)
+
+
+# ------------------------------------------------------------------ the built site
+
+def expected_glued() -> dict[str, list[str]]:
+    """Numbers each built page must show, computed here from the package."""
+    r = pb.ring_allreduce(4, "2 GB", "25 GB/s")
+    s = pb.step_time("400 ms", 4, r.lower_bound)
+    t = pb.zero_table(1e9, 4)
+    u = pb.data_parallel_update(1, [2, 6], 0.1)
+    half = pb.ring_allreduce(4, "2 GB", "12.5 GB/s")
+    wide = pb.ring_allreduce(8, "4 GB", "50 GB/s")
+    return {
+        "intro": [fmt_s(s.speedup), pb.fmt(s.step), pb.fmt(t[0].total), pb.fmt(t[3].total)],
+        "two-rank-update": [f"{u.aggregated_grad:g}", f"{u.weights[0]:.3g}"],
+        "ring-allreduce": [pb.fmt(r.send_per_rank), pb.fmt(r.lower_bound), pb.fmt(r.total_sent),
+                           pb.fmt(s.compute_per_rank), pb.fmt(s.step), fmt_s(s.speedup), pb.fmt_percent(s.efficiency)],
+        "zero-memory": [pb.fmt(row.total) for row in t],
+        "tp-pp": [pb.fmt_percent(pb.pipeline_bubble(4, 8).idle_fraction)],
+        "debugging": [f"{pb.data_parallel_update(1, [2, 6], 0.1, 'mean_twice').weights[0]:.3g}"],
+        "exercises": [pb.fmt(half.send_per_rank), pb.fmt(half.lower_bound), pb.fmt(wide.send_per_rank),
+                      pb.fmt(wide.lower_bound)],
+        "reading-guide": [pb.fmt(row.total) for row in t],
+    }
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def pasted(built_site, page) -> list[str]:
+    html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
+    return re.findall(r'<span class="pasted-text">([^<]*)</span>', html)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", list(expected_glued()))
+def test_built_pages_show_the_package_numbers(built_site, page):
+    """Does each built page show, glued, the numbers the package computes for its examples?"""
+    shown = pasted(built_site, page)
+    for n in expected_glued()[page]:
+        assert n in shown, f"{page}: {n!r} not among glued values {shown}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_built_chapters_have_figures_dropdowns_and_no_dead_widget(built_site, page):
+    """Does each built chapter embed its figures with alt text, render dropdown answers, and show no widget?"""
+    html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
+    imgs = re.findall(r"<img[^>]*>", html)
+    figs = [i for i in imgs if 'alt="' in i and ("_images/" in i or "data:image/png" in i)]
+    assert len(figs) >= len(FIGURES[page]), imgs
+    assert html.count("<figcaption") >= len(FIGURES[page])
+    assert html.count("sd-dropdown") >= 2
+    # The panels run in remove-cells: no widget view may reach the page (nbclient's inert
+    # widget-state JSON may, it renders nothing without the widget JavaScript, which is not shipped).
+    assert "widget-view" not in html and "@jupyter-widgets/html-manager" not in html
+    for kind in CALCS[page]:
+        assert f'data-calc="{kind}"' in html

@@ -1,0 +1,60 @@
+"""Does the Sphinx extension load the in-page tools only where they are mounted, within budget?"""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+from parallel_budget import sphinxext
+
+ASSETS = ROOT / "book" / "_static" / "calc"
+
+
+class FakeApp:
+    def __init__(self):
+        self.js, self.css = [], []
+
+    def add_js_file(self, filename, **kwargs):
+        self.js.append((filename, kwargs))
+
+    def add_css_file(self, filename, **kwargs):
+        self.css.append(filename)
+
+
+def test_tools_are_added_only_to_pages_that_mount_them():
+    """Does a page with a pb-calc or pb-record marker get the deferred scripts in order and the CSS, others nothing?"""
+    for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">', "<div class='x pb-calc'>"):
+        app = FakeApp()
+        sphinxext._add_tools(app, "p", "page.html", {"body": body}, None)
+        assert app.css == [sphinxext.CALC_CSS]
+        assert app.js == [(js, {"defer": "defer"}) for js in sphinxext.CALC_JS]
+        assert app.js[-1][0].endswith("main.js")
+    app = FakeApp()
+    sphinxext._add_tools(app, "p", "page.html", {"body": "<p>no tools: pb-calc-like</p>"}, None)
+    assert app.js == [] and app.css == []
+
+
+def test_registered_files_exist():
+    """Are the files the extension registers present under book/_static/?"""
+    for js in sphinxext.CALC_JS:
+        assert (ASSETS.parent / js).is_file()
+    assert (ASSETS.parent / sphinxext.CALC_CSS).is_file()
+
+
+def test_assets_stay_within_40_kb_and_offline():
+    """Is all calculator JS + CSS at most 40 000 bytes, free of URLs to other hosts?"""
+    files = [p for p in ASSETS.iterdir() if p.suffix in (".js", ".css")]
+    total = sum(p.stat().st_size for p in files)
+    assert total <= 40_000, f"calculator JS + CSS is {total} B, budget 40000 B"
+    for p in files:
+        text = p.read_text(encoding="utf-8")
+        assert not re.search(r"https?://|//cdn|@import", text), p.name
+        if p.suffix == ".js":
+            assert not re.search(r"\bfetch\(|XMLHttpRequest|WebSocket", text), p.name
+
+
+def test_scripts_are_classic_so_file_urls_work():
+    """Are the page scripts free of ES module syntax, which browsers refuse from file://?"""
+    for js in sphinxext.CALC_JS:
+        text = (ASSETS.parent / js).read_text(encoding="utf-8")
+        assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M), js
