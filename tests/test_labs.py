@@ -117,6 +117,7 @@ def test_hang_variants_detected_and_fixed_on_four_ranks(lab):
     assert phases[("data", "fixed_drop_last")]["completed"]
     assert "已退出" in phases[("exit", "broken")]["messages"][0]
     assert phases[("exit", "broken")]["detected_by"] == [0, 1, 2]
+    assert all(row.ok for row in r.rows)  # detected where check_collectives predicts the first mismatch
 
 
 def test_checkpoint_refuses_mixed_steps_and_resumes(lab):

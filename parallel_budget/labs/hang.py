@@ -70,6 +70,7 @@ def worker(ctx, opts) -> dict:
     guard = opts["guard"]
     variants = VARIANTS if opts["variant"] == "all" else (opts["variant"],)
     records = []
+    current = {}  # the phase being run (exit_early must report it too)
 
     def collective(led, label, fn, *args):
         if guard and led is not None:
@@ -79,15 +80,19 @@ def worker(ctx, opts) -> dict:
     def run_phase(variant, phase, body):
         led = ctx.ledger(f"{variant}/{phase}", T) if guard else None
         t0 = ctx.now()
-        rec = {"variant": variant, "phase": phase, "detected": False, "completed": False, "message": ""}
+        rec = {"variant": variant, "phase": phase, "detected": False, "completed": False, "message": "",
+               "failed_at": None, "calls": []}
+        current.update(rec=rec, led=led)
         try:
             body(led)
             rec["completed"] = True
         except HangDetected as exc:
             rec["detected"] = True
             rec["message"] = str(exc)
+            rec["failed_at"] = led.count - 1
             ctx.log(str(exc))
         rec["seconds"] = ctx.now() - t0
+        rec["calls"] = list(led.calls) if led is not None else []
         records.append(rec)
         if led is not None:
             led.mark_exit()
@@ -190,7 +195,8 @@ def worker(ctx, opts) -> dict:
     def exit_broken(led):
         for step in range(STEPS):
             if rank == bad and step == 1:
-                ctx.exit_early({"records": records, "exited_at_step": step})
+                rec = dict(current["rec"], calls=list(led.calls) if led is not None else [], seconds=0.0)
+                ctx.exit_early({"records": records + [rec], "exited_at_step": step})
             collective(led, f"all_reduce(grad, step={step})", dist.all_reduce, torch.ones(4, device=dev))
         collective(led, "barrier(end)", dist.barrier)
 
@@ -207,6 +213,8 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
+    from ..protocol import check_collectives
+
     T = opts["detect_timeout"]
     bad = ranks - 1
     rows, facts = [], []
@@ -219,23 +227,25 @@ def summarize(results, opts, ranks) -> Report:
         completed = all(r is not None and r["completed"] for r in recs)
         slowest = max(r["seconds"] for r in present)
         if phase == "broken":
+            check = check_collectives([r["calls"] if r else [] for r in recs])
             msg = next((recs[i]["message"] for i in detected), "(没有 rank 报告)")
-            ok = bool(detected) and slowest <= T + 2.0
-            expect = (f"其他 rank 等 {T:g} s 后报告 rank {bad} 没有到达" if variant == "exit"
-                      else "各 rank 在进入真实通信前发现第 k 次调用不一致")
+            where = {recs[i]["failed_at"] for i in detected}
+            ok = bool(detected) and slowest <= T + 2.0 and where == {check.mismatch_at}
             rows.append(Row(
-                f"{LABEL[variant]}(rank {bad} 出错)", expect,
+                f"{LABEL[variant]}(rank {bad} 出错)", f"check_collectives:{check.explain()}",
                 f"{slowest:.2f} s 内由 rank {', '.join(map(str, detected)) or '无'} 检测到:{msg}",
-                "检测到,没有挂住" if ok else "没有检测到", ok,
+                "检测到,位置与预测相同,没有挂住" if ok else "没有在预测的位置检测到", ok,
             ))
         else:
             fix = FIX["data_drop_last" if phase == "fixed_drop_last" else variant]
             rows.append(Row(fix, "所有 rank 正常结束", f"{'完成' if completed else '未完成'},用时 {slowest * 1e3:.3g} ms",
                             "完成" if completed else "未完成", completed))
         facts.append({"variant": variant, "phase": phase, "detected_by": detected, "completed": completed,
+                      "failed_at": [r["failed_at"] for r in present],
                       "seconds": slowest, "messages": [r["message"] for r in present if r["message"]]})
     notes = (
         f"{ranks} 个 rank,出错的总是 rank {bad};检测超时 detect_timeout = {T:g} s。",
+        "预测列由 parallel_budget.check_collectives 根据各 rank 实际进入的调用序列给出第一次分歧的位置;"
         "检测靠自己的记账:每次集体通信前,各 rank 把“第 k 次调用是什么”写进 TCPStore,并等其他 rank 的第 k 条记录;缺席或不一致就报错,不进入真实通信。",
         "跳过、顺序不同、数据先用完都会让第 k 次调用对不上,立即发现;提前退出则要等满 detect_timeout 才能确认对方不会来。",
         "单纯把超时调长只会让这些协议错误更晚暴露;没有记账时(guard=False),错位的调用可能悄悄配对出错误结果,最后才挂住。",

@@ -2,7 +2,8 @@
 
 The gradient (``numel`` float32 values, split into R equal chunks) goes through
 R-1 reduce-scatter rounds and R-1 all-gather rounds; in every round each rank
-sends one chunk to its right neighbour and receives one from its left.  The
+sends one chunk to its right neighbour and receives one from its left, in the
+order of the package's ``ring_schedule(R)``.  The
 lab counts the bytes each rank hands to ``isend`` and checks them against the
 package's ``ring_allreduce(R, G, bandwidth).send_per_rank`` = 2(R-1)/R x G
 exactly; the result is compared with ``dist.all_reduce`` (integer-valued
@@ -38,28 +39,32 @@ def validate(opts, ranks: int) -> None:
 
 
 def ring_allreduce_sendrecv(dist, tensor, rank, world):
-    """Sum ``tensor`` over all ranks in place with a ring; return (bytes sent, bytes received, rounds)."""
+    """Sum ``tensor`` over all ranks in place with a ring; return (bytes sent, bytes received, rounds).
+
+    Which chunk goes where in each round comes from the package's
+    :func:`~parallel_budget.communication.ring_schedule`: rank r sends its
+    scheduled chunk to r+1 and receives, from r-1, the chunk r-1 is scheduled to send.
+    """
     import torch
+
+    from ..communication import ring_schedule
 
     chunks = tensor.view(world, -1)
     buf = torch.empty_like(chunks[0])
-    right, left = (rank + 1) % world, (rank - 1) % world
+    left = (rank - 1) % world
     sent = received = rounds = 0
-
-    def exchange(send_idx, recv_into):
-        nonlocal sent, received, rounds
-        req = dist.isend(chunks[send_idx], right)
-        dist.recv(recv_into, left)
+    for transfers in (ring_schedule(world) if world > 1 else ()):
+        mine, theirs = transfers[rank], transfers[left]
+        req = dist.isend(chunks[mine.chunk], mine.dst)
+        if mine.phase == "reduce-scatter":  # add the neighbour's partial sum into ours
+            dist.recv(buf, theirs.src)
+            chunks[theirs.chunk] += buf
+        else:  # all-gather: the neighbour's chunk is complete; take it as is
+            dist.recv(chunks[theirs.chunk], theirs.src)
         req.wait()
-        sent += chunks[send_idx].numel() * chunks[send_idx].element_size()
-        received += recv_into.numel() * recv_into.element_size()
+        sent += chunks[mine.chunk].numel() * chunks[mine.chunk].element_size()
+        received += buf.numel() * buf.element_size()
         rounds += 1
-
-    for s in range(world - 1):  # reduce-scatter: afterwards chunk (rank+1) % R is complete here
-        exchange((rank - s) % world, buf)
-        chunks[(rank - s - 1) % world] += buf
-    for s in range(world - 1):  # all-gather: pass the complete chunks around
-        exchange((rank + 1 - s) % world, chunks[(rank - s) % world])
     return sent, received, rounds
 
 

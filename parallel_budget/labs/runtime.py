@@ -239,6 +239,7 @@ class CallLedger:
         self.timeout = float(timeout)
         self.ns = f"{LEDGER_NS}/{namespace}"
         self.count = 0
+        self.calls = []  # labels this rank entered, in order (for check_collectives)
         self.last = "(尚未调用集体通信)"
 
     def _key(self, k, r):
@@ -247,6 +248,7 @@ class CallLedger:
     def enter(self, label: str) -> None:
         k = self.count
         self.count += 1
+        self.calls.append(label)
         self.last = f"第 {k + 1} 次调用 {label}"
         self.store.set(self._key(k, self.rank), label)
         self.store.set(f"{self.ns}/last/{self.rank}", self.last)
