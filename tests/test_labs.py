@@ -63,9 +63,9 @@ def test_ring_allreduce_counts_exact_bytes_on_three_ranks(lab):
 
 def test_overlap_measures_hidden_and_exposed_comm(lab):
     """Are compute, comm, step and waiting measured per bucket size and placed against step_time's two ends?"""
-    r = lab("overlap", bucket_caps_mb=(0.5, 25.0), steps=3)
+    r = lab("overlap", bucket_caps_mb=(0.25, 25.0), steps=3)
     cfgs = r.facts["configs"]
-    assert [c["cap_mb"] for c in cfgs] == [0.5, 25.0]
+    assert [c["cap_mb"] for c in cfgs] == [0.25, 25.0]
     assert cfgs[0]["buckets"] > cfgs[1]["buckets"] == 1
     for c in cfgs:
         assert c["compute"] > 0 and c["comm"] > 0 and c["step"] > 0
