@@ -8,12 +8,13 @@ Modules, one concept each:
 * :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
 * :mod:`.update`        one data-parallel update, sum vs mean
 * :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
-* :mod:`.steptime`      step time, speedup, efficiency, overlap
+* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table
 * :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
 * :mod:`.figures`       build-time matplotlib figures of the chapters (import explicitly)
 * :mod:`.widgets`       ipywidgets recompute panels for JupyterLab (import explicitly)
+* :mod:`.labs`          optional CPU labs on real torch.distributed processes (import explicitly)
 """
 
 from .communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
@@ -28,7 +29,7 @@ from .parallelism import (
     tp_allreduce,
 )
 from .protocol import CollectiveCheck, check_collectives
-from .steptime import StepTime, step_time
+from .steptime import StepTime, StragglerWait, step_time, straggler_wait
 from .units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .update import DataParallelUpdate, data_parallel_update
 
@@ -43,6 +44,7 @@ __all__ = [
     "RingAllReduce",
     "RingTransfer",
     "StepTime",
+    "StragglerWait",
     "TensorParallelComm",
     "ZeroMemory",
     "ZeroTable",
@@ -63,6 +65,7 @@ __all__ = [
     "ring_schedule",
     "ring_send_factor",
     "step_time",
+    "straggler_wait",
     "tp_allreduce",
     "ureg",
     "zero_memory",

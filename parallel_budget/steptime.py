@@ -76,3 +76,42 @@ def step_time(compute_single, ranks, comm, overlap=0.0) -> StepTime:
         speedup=speedup,
         efficiency=speedup / ranks,
     )
+
+
+@dataclass(frozen=True)
+class StragglerWait:
+    """Who waits how long at one collective when the ranks arrive at different times."""
+
+    arrivals: tuple  # per rank: time spent before reaching the collective
+    comm: pint.Quantity
+    waits: tuple  # per rank: time spent inside the collective waiting for the last rank
+    slowest: int  # the rank everybody waits for
+    step: pint.Quantity  # last arrival + communication
+
+    def __repr__(self) -> str:
+        ws = ", ".join(fmt(w, digits=3) for w in self.waits)
+        return f"StragglerWait(slowest=rank {self.slowest}, waits=[{ws}], step={fmt(self.step, digits=4)})"
+
+
+def straggler_wait(arrivals, comm=0.0) -> StragglerWait:
+    """A collective completes only after its last rank arrives.
+
+    ``arrivals[r]`` is how long rank r works (loads data, computes) before it
+    calls the collective; rank r then waits ``max(arrivals) - arrivals[r]``, and
+    the step takes ``max(arrivals) + comm`` on every rank.
+
+    >>> [round(w.to("ms").magnitude) for w in straggler_wait(["20 ms", "220 ms"]).waits]
+    [200, 0]
+    """
+    if isinstance(arrivals, (str, bytes)) or not hasattr(arrivals, "__iter__"):
+        raise ValueError('straggler_wait() 的参数 arrivals 需要每个 rank 的到达前用时列表,例如 ["20 ms", "220 ms"]。')
+    ts = tuple(as_time(t, arg=f"arrivals[{i}]", func="straggler_wait").to("s") for i, t in enumerate(arrivals))
+    if not ts:
+        raise ValueError("straggler_wait() 的参数 arrivals 至少需要一个 rank。")
+    c = as_time(comm, arg="comm", func="straggler_wait")
+    last = max(ts)
+    slowest = ts.index(last)
+    return StragglerWait(
+        arrivals=ts, comm=c.to("s"), waits=tuple((last - t).to("s") for t in ts), slowest=slowest,
+        step=(last + c).to("s"),
+    )

@@ -46,3 +46,18 @@ def test_step_never_shorter_than_compute_per_rank(t, r, c, f):
     assert s.step.to("s").magnitude >= t / r * (1 - 1e-12)
     assert s.speedup <= r * (1 + 1e-12)
     assert 0 < s.efficiency <= 1 + 1e-12
+
+
+def test_straggler_everybody_waits_for_the_last_rank():
+    """Does every rank wait at the collective until the slowest one arrives?"""
+    from parallel_budget import straggler_wait
+
+    s = straggler_wait(["20 ms", "220 ms", "30 ms"], comm="5 ms")
+    assert s.slowest == 1
+    assert [w.to("ms").magnitude for w in s.waits] == pytest.approx([200, 0, 190])
+    assert s.step.to("ms").magnitude == pytest.approx(225)
+    assert "rank 1" in repr(s)
+    with pytest.raises(ValueError, match="arrivals"):
+        straggler_wait([])
+    with pytest.raises(ValueError, match=r"arrivals\[1\]"):
+        straggler_wait(["20 ms", "2 GB"])

@@ -1,0 +1,98 @@
+"""What a lab hands back: predicted-vs-measured rows, notes and raw facts.
+
+A lab's ``summarize()`` returns a :class:`Report`.  The launcher wraps it in a
+``LabResult``; under ``torchrun`` rank 0 prints ``Report.text()`` itself.
+Rendering lives here so the notebook table and the terminal table agree.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from dataclasses import dataclass, field
+
+HEADERS = ("项目", "预测", "实测", "结论")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what the package predicts beside what was measured."""
+
+    item: str
+    predicted: str
+    measured: str
+    verdict: str = ""
+    ok: bool | None = None  # True: agrees, False: the lab shows a difference, None: no verdict
+
+    def cells(self) -> tuple:
+        mark = {True: "✓ ", False: "✗ ", None: ""}[self.ok]
+        return (self.item, self.predicted, self.measured, mark + self.verdict)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Rows, explanatory notes (Chinese) and raw numbers for tests and plots."""
+
+    title: str
+    rows: tuple = ()
+    notes: tuple = ()
+    facts: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        return render_text(self.title, self.rows, self.notes)
+
+    def html(self) -> str:
+        return render_html(self.title, self.rows, self.notes)
+
+
+def _width(s: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
+def _pad(s: str, width: int) -> str:
+    return s + " " * (width - _width(s))
+
+
+def render_text(title: str, rows, notes=(), extra: str = "") -> str:
+    """A plain-text table that lines up Chinese and ASCII in a terminal."""
+    lines = [title]
+    if extra:
+        lines.append(extra)
+    if rows:
+        cells = [HEADERS] + [r.cells() for r in rows]
+        widths = [max(_width(c[i]) for c in cells) for i in range(len(HEADERS))]
+        for n, c in enumerate(cells):
+            lines.append("  ".join(_pad(x, w) for x, w in zip(c, widths)).rstrip())
+            if n == 0:
+                lines.append("  ".join("-" * w for w in widths))
+    lines.extend(f"· {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def render_html(title: str, rows, notes=(), extra: str = "") -> str:
+    """The same table as HTML for a notebook cell (no external CSS or script)."""
+    esc = html.escape
+    colour = {True: "#1a7f37", False: "#cf222e", None: "inherit"}
+    out = [f"<div class='pb-lab'><p><strong>{esc(title)}</strong></p>"]
+    if extra:
+        out.append(f"<p>{esc(extra)}</p>")
+    if rows:
+        out.append("<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + "</tr></thead><tbody>")
+        for r in rows:
+            c = r.cells()
+            out.append(
+                "<tr>" + "".join(f"<td>{esc(x)}</td>" for x in c[:3])
+                + f"<td style='color:{colour[r.ok]}'>{esc(c[3])}</td></tr>"
+            )
+        out.append("</tbody></table>")
+    if notes:
+        out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def fmt_diff(x: float) -> str:
+    """A max-abs-difference for a table: 0 stays 0, tiny values in e-notation."""
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.2e}"

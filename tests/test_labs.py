@@ -1,0 +1,236 @@
+"""Does every lab run on real gloo processes and show what the package predicts?
+
+Each lab runs once with 2 ranks (a few with 3 or 4); the checks are on the
+structured facts each lab returns, not on its wording.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parallel_budget.labs import LABS, LaunchConfig, live_processes, run_lab
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """run_lab with logs under tmp_path, checking that nothing survives the run."""
+
+    def run(name, **kw):
+        result = run_lab(name, log_dir=tmp_path, **kw)
+        assert not result.is_failed(), result.text()
+        assert live_processes(result.run_id) == []
+        assert all(c == 0 for c in result.returncodes)
+        return result
+
+    return run
+
+
+def test_two_rank_update_matches_single_process_only_without_bugs(lab):
+    """Is the DDP step equal to the single-process step, and does each bug show a difference the package predicts?"""
+    r = lab("two_rank_update")
+    f = r.facts
+    assert f["correct"]["local_grads"] == [2.0, 6.0]  # the lesson's gradients
+    assert f["correct"]["weights"] == pytest.approx([0.6, 0.6])
+    assert f["correct"]["max_abs_diff_reference"] < 1e-12
+    for bug in ("duplicated", "average_twice", "uneven_tail", "sum"):
+        assert f[bug]["max_abs_diff_reference"] > 1e-3, bug
+    for v in f.values():  # the package predicts what DDP did, in every case
+        assert v["max_abs_diff_predicted"] < 1e-12
+        assert v["max_abs_diff_ranks"] == 0
+    assert f["average_twice"]["predicted"] == pytest.approx(0.8)
+    assert f["sum"]["predicted"] == pytest.approx(0.2)
+    assert "预测" in r._repr_html_() and "实测" in r._repr_html_()
+
+
+def test_ring_allreduce_counts_exact_bytes_on_three_ranks(lab):
+    """Does the hand ring equal dist.all_reduce and send exactly 2(R-1)/R x G per rank?"""
+    r = lab("ring_allreduce", ranks=3)
+    f = r.facts
+    assert f["max_abs_diff"] == 0
+    assert f["predicted_send"] == 2 * 2 / 3 * f["bytes"]
+    assert f["sent"] == [f["predicted_send"]] * 3 and f["received"] == [f["predicted_send"]] * 3
+    assert f["t_ring"] >= f["lower_bound"] > 0
+    assert all(row.ok for row in r.rows)
+
+
+def test_overlap_measures_hidden_and_exposed_comm(lab):
+    """Are compute, comm, step and waiting measured per bucket size and placed against step_time's two ends?"""
+    r = lab("overlap", bucket_caps_mb=(0.25, 25.0), steps=3)
+    cfgs = r.facts["configs"]
+    assert [c["cap_mb"] for c in cfgs] == [0.25, 25.0]
+    assert cfgs[0]["buckets"] > cfgs[1]["buckets"] == 1
+    for c in cfgs:
+        assert c["compute"] > 0 and c["comm"] > 0 and c["step"] > 0
+        assert c["exposed"] + c["hidden"] >= min(c["comm"], c["exposed"]) - 1e-12
+        assert c["predicted_no_overlap"] == pytest.approx(c["compute"] + c["comm"])
+        assert c["predicted_full_overlap"] <= c["predicted_no_overlap"]
+
+
+def test_zero_state_matches_zero1_prediction_to_the_byte(lab):
+    """Is each rank's Adam state exactly zero_memory(P, R, stage, 4, 4, 8).optim_state?"""
+    r = lab("zero_state")
+    f = r.facts
+    assert f["adam"]["moments"] == [8 * f["params"]] * 2
+    assert f["zero1"]["moments"] == [4 * f["params"]] * 2
+    assert f["zero1"]["total"] == [f["zero1"]["predicted_total"]] * 2
+    assert f["max_abs_diff"] <= 1e-6
+
+
+def test_tp_pp_tensor_parallel_exact_and_bubble_close(lab):
+    """Do TP layers equal the full matmul, and is the pipeline's idle fraction near (p-1)/(m+p-1)?"""
+    r = lab("tp_pp", microbatches=4)
+    f = r.facts
+    assert max(f["tp"].values()) < 1e-4
+    assert f["bubble"] == pytest.approx(1 / 5)
+    assert abs(f["idle_fraction"] - f["bubble"]) < 0.1
+    assert len(f["idle"]) == 2
+
+
+def test_late_rank_is_blamed(lab):
+    """Is the slowed rank found as the one everybody waits for, with waits near straggler_wait's?"""
+    r = lab("late_rank", slow_rank=0, delay_ms=120.0, steps=2)
+    f = r.facts
+    assert f["blamed"] == 0 and f["last"] == [0, 0]
+    assert f["waits"][1] > 0.08  # rank 1 waited for most of rank 0's 120 ms
+    assert f["waits"][1] == pytest.approx(f["predicted_waits"][1] + f["comm"], abs=0.06)
+
+
+def test_hang_variants_detected_and_fixed_on_four_ranks(lab):
+    """Is each hang detected within the timeout, naming ranks and the call, and does each fix complete?"""
+    r = lab("hang", ranks=4, detect_timeout=0.5)
+    phases = {(p["variant"], p["phase"]): p for p in r.facts["phases"]}
+    for v in ("skip", "order", "data", "exit"):
+        broken = phases[(v, "broken")]
+        assert broken["detected_by"], v
+        assert broken["seconds"] < 0.5 + 2.0
+        msg = broken["messages"][0]
+        assert "rank 3" in msg and "all_reduce" in msg, msg
+        assert phases[(v, "fixed")]["completed"], v
+    assert phases[("data", "fixed_drop_last")]["completed"]
+    assert "已退出" in phases[("exit", "broken")]["messages"][0]
+    assert phases[("exit", "broken")]["detected_by"] == [0, 1, 2]
+    assert all(row.ok for row in r.rows)  # detected where check_collectives predicts the first mismatch
+
+
+def test_checkpoint_refuses_mixed_steps_and_resumes(lab):
+    """Does the loader refuse mixed steps and resume from the newest complete step to the same result?"""
+    r = lab("checkpoint", steps=5, crash_step=4)
+    f = r.facts
+    assert f["naive"] == {"0": 4, "1": 3}
+    assert "rank 0 是第 4 步" in f["refused"] and "rank 1 是第 3 步" in f["refused"]
+    assert f["resume"] == 3
+    assert f["restored_diff"] == 0 and f["final_diff"] == 0
+
+
+def test_checkpoint_loader_functions(tmp_path):
+    """Do scan/latest_complete_step ignore .tmp files and check_same_step name the ranks?"""
+    import torch
+
+    from parallel_budget.labs.checkpoint import (
+        MixedCheckpointError, check_same_step, latest_complete_step, load_shard, save_shard,
+    )
+
+    for step in (1, 2):
+        for rank in (0, 1):
+            save_shard(tmp_path, step, rank, 2, torch.ones(2) * step, crash=(step == 2 and rank == 1))
+    assert (tmp_path / "step-2-rank-1.pt.tmp").exists()
+    assert latest_complete_step(tmp_path, 2) == 1
+    with pytest.raises(MixedCheckpointError, match="rank 1 是第 1 步"):
+        check_same_step({0: 2, 1: 1}, tmp_path, 2)
+    assert check_same_step({0: 1, 1: 1}, tmp_path, 2) == 1
+    assert load_shard(tmp_path, 1, 1, 2).tolist() == [1.0, 1.0]
+    with pytest.raises(MixedCheckpointError, match="缺少 rank 1"):
+        load_shard(tmp_path, 2, 1, 2)
+    with pytest.raises(MixedCheckpointError, match="不符"):
+        load_shard(tmp_path, 1, 1, 4)
+
+
+def test_every_lab_is_covered():
+    """Is every registered lab exercised by a test in this file?"""
+    text = Path(__file__).read_text()
+    assert all(f'lab("{name}"' in text for name in LABS)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"name": "no_such_lab"}, "lab"),
+    ({"name": "floor", "ranks": 0}, "ranks"),
+    ({"name": "floor", "ranks": 9}, "ranks"),
+    ({"name": "floor", "ranks": 2.5}, "ranks"),
+    ({"name": "floor", "ranks": True}, "ranks"),
+    ({"name": "floor", "timeout": -1}, "timeout"),
+    ({"name": "floor", "timeout": float("inf")}, "timeout"),
+    ({"name": "hang", "variant": "deadlock"}, "variant"),
+    ({"name": "hang", "detect_timeout": "1 s"}, "detect_timeout"),
+    ({"name": "overlap", "bucket_caps_mb": "25"}, "bucket_caps_mb"),
+    ({"name": "overlap", "bucket_caps_mb": (1, -2)}, "bucket_caps_mb"),
+    ({"name": "tp_pp", "microbatches": 0}, "microbatches"),
+    ({"name": "two_rank_update", "learning_rate": 0.1}, "learning_rate"),
+    ({"name": "ring_allreduce", "ranks": 3, "numel": 1000}, "numel"),
+    ({"name": "tp_pp", "ranks": 3, "hidden": 256}, "hidden"),
+    ({"name": "late_rank", "slow_rank": 2}, "slow_rank"),
+    ({"name": "checkpoint", "steps": 3, "crash_step": 4}, "crash_step"),
+])
+def test_bad_launch_arguments_name_the_field(kwargs, field):
+    """Is a bad argument refused before any process starts, with a Chinese message naming it?"""
+    name = kwargs.pop("name")
+    with pytest.raises(ValueError, match=field) as info:
+        LaunchConfig(lab=name, ranks=kwargs.pop("ranks", 2), timeout=kwargs.pop("timeout", 60.0), options=kwargs)
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in str(info.value))
+
+
+def test_result_renders_as_text_html_and_rows(lab):
+    """Does a result show a Chinese table in text and HTML, with rows as dicts?"""
+    r = lab("floor")
+    assert "预测" in r.text() and "实测" in r.text() and "墙钟时间" in r.text()
+    assert r._repr_html_().startswith("<div") and "<script" not in r._repr_html_()
+    assert r.table()[0]["实测"] == "2"
+    assert (r.run_dir / "0" / "stdout.log").exists() and (r.run_dir / "1" / "result.json").exists()
+    assert "failed=False" in repr(r)
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop("RANK", None)
+    return env
+
+
+def test_torchrun_runs_a_lab_unchanged(tmp_path):
+    """Does `python -m torch.distributed.run --standalone` run a lab module and print its table?"""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "parallel_budget.labs.late_rank", "--delay-ms", "50", "--steps", "1"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "实验 6" in proc.stdout and "归因于 rank 1" in proc.stdout
+
+
+def test_module_command_line_launches_itself(tmp_path):
+    """Does `python -m parallel_budget.labs.<lab> --ranks 2` start its own ranks and print the table?"""
+    proc = subprocess.run(
+        [sys.executable, "-m", "parallel_budget.labs.hang", "--ranks", "2", "--variant", "order"],
+        cwd=tmp_path, env=dict(_env(), PB_LAB_LOG_DIR=str(tmp_path)), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "顺序不一致" in proc.stdout and "2 个 rank,完成" in proc.stdout
+
+
+def test_options_survive_the_command_line():
+    """Do options passed to run_lab reach the ranks unchanged through argv (lists, floats, bools)?"""
+    from parallel_budget.labs import hang, overlap
+    from parallel_budget.labs.runtime import options_to_argv, parse_cli, validate_options
+
+    for module, given in ((overlap, {"bucket_caps_mb": (0.5, 25), "steps": 2}),
+                          (hang, {"guard": False, "detect_timeout": 0.25, "variant": "exit"})):
+        opts = validate_options(module.NAME, module.OPTIONS, given)
+        _, parsed = parse_cli(module, options_to_argv(opts))
+        assert parsed == opts
