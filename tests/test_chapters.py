@@ -100,6 +100,23 @@ def test_the_prose_scan_catches_a_typed_result():
     assert not NUMBER_WITH_UNIT.search(prose("发送 {glue:text}`ch2_send`,`x = '3 GB'`,$3\\,GB$"))
 
 
+CHAPTER_LABS = {
+    "two-rank-update": ["two_rank_update"],
+    "ring-allreduce": ["ring_allreduce", "overlap"],
+    "zero-memory": ["zero_state"],
+    "tp-pp": ["tp_pp"],
+    "debugging": ["late_rank", "hang", "checkpoint"],
+}
+
+
+def test_every_lab_is_in_a_chapter():
+    """Is every registered lab shown in some chapter?"""
+    from parallel_budget.labs.launcher import LABS
+
+    shown = {lab for labs in CHAPTER_LABS.values() for lab in labs}
+    assert shown == set(LABS) - {"floor"}
+
+
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_chapter_structure(page):
     """Has the chapter learning goals first, check-yourself answers in dropdowns, an optional-lab section
@@ -113,7 +130,19 @@ def test_chapter_structure(page):
     assert "## 选做实验" in text
     headings = re.findall(r"^## (.+)$", text, re.M)
     assert headings[-1] == "小结" and headings[-2] == "选做实验"
-    assert "import parallel_budget" in text and "labs" not in text.split("## 选做实验")[1]
+    assert "import parallel_budget" in text
+    optional = text.split("## 选做实验")[1].split("\n## ")[0]
+    for lab in CHAPTER_LABS[page]:
+        assert f'run_lab("{lab}")' in optional, f"{page}: optional lab {lab} is not run"
+        assert f"-m parallel_budget.labs." in optional, f"{page}: no torchrun command line"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_optional_labs_show_real_output(built_site, page):
+    """Does the built chapter show each lab's predicted-vs-measured table, executed at build?"""
+    html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
+    assert html.count("class='pb-lab'") == len(CHAPTER_LABS[page])
+    assert "预测" in html and "实测" in html
 
 
 @pytest.mark.parametrize("page, title_words", MISCONCEPTIONS)
