@@ -57,3 +57,7 @@ c.LimitOutputSize.max_chars = 20000
 # The grade command ignores nbgrader's own export location and writes
 # autograde/grades.csv; this keeps `nbgrader export` in the same place.
 c.CsvExportPlugin.to = os.path.join(_here, "grades.csv")
+
+# zip_collect: an archive holding <student_id>/<notebook>.ipynb or <student_id>_<notebook>.ipynb
+# (at any depth; student ids without "_" or "/").
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)[/_](?P<file_id>[^/_][^/]*\.ipynb)$"
