@@ -66,11 +66,13 @@ def _close(a, b, rel_tol: float) -> bool:
 
 
 def diagnose(expected: Expected, given) -> str | None:
-    """The feedback sentence of the first mistake whose value ``given`` matches."""
+    """The feedback sentence(s) of the mistakes whose value ``given`` matches, joined by "或者"."""
+    found = []
     for key, value in expected.mistakes:
         if _close(given, value, expected.rel_tol) and not _close(value, expected.value, expected.rel_tol):
-            return MISTAKES[key]
-    return None
+            if MISTAKES[key] not in found:
+                found.append(MISTAKES[key])
+    return ";或者".join(found) or None
 
 
 def _gib_as_gb(q):

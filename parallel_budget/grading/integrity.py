@@ -231,6 +231,25 @@ def compare_cells(student, notebook, submitted_nb, release_cells: dict) -> list[
     return findings
 
 
+def drop_duplicate_grade_cells(nb: dict) -> int:
+    """Remove every later cell that repeats an earlier cell's grade_id; return how many.
+
+    nbgrader's own de-duplication strips the copy's metadata and then refuses
+    the whole notebook; keeping the first copy grades the rest normally (the
+    copy is reported by :func:`compare_cells`).
+    """
+    seen, keep = set(), []
+    for cell in nb.get("cells", []):
+        gid = _meta(cell).get("grade_id")
+        if gid and gid in seen:
+            continue
+        seen.add(gid)
+        keep.append(cell)
+    dropped = len(nb.get("cells", [])) - len(keep)
+    nb["cells"] = keep
+    return dropped
+
+
 def _stdout(cell) -> str:
     return "".join(_norm(o.get("text")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
 
@@ -239,12 +258,21 @@ def _errors(cell):
     return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
+_CHECK_CALL = re.compile(r"\bchecks\s*\.\s*(?:visible|value|exact|kind_is)\s*\(")
+
+
 def passed_without_receipt(autograded_nb) -> list[str]:
-    """grade_ids of test cells with no error and no receipt line in their output."""
+    """grade_ids of test cells that show no error but fewer receipts than the checks they call.
+
+    Each call of a check in the (restored) test cell prints one receipt line;
+    a cell whose checks were skipped or replaced prints fewer.
+    """
     bad = []
     for cell in autograded_nb.get("cells", []):
-        if _is_test(cell) and not _errors(cell) and RECEIPT not in _stdout(cell):
-            bad.append(_meta(cell).get("grade_id"))
+        if _is_test(cell) and not _errors(cell):
+            calls = len(_CHECK_CALL.findall(_norm(cell.get("source"))))
+            if _stdout(cell).count(RECEIPT) < max(calls, 1):
+                bad.append(_meta(cell).get("grade_id"))
     return bad
 
 

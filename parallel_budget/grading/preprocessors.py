@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.client import NotebookClient
 from nbformat.notebooknode import NotebookNode
 from traitlets import Integer
@@ -39,7 +39,7 @@ class ResilientExecute(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
-        start, restarts = 0, 0
+        start, restarts, broken = 0, 0, set()
         cells = self.nb.cells
         while start <= len(cells):
             current = None
@@ -48,18 +48,19 @@ class ResilientExecute(Execute):
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     for index in range(start):  # replay what ran before the death, outputs discarded
-                        if cells[index].cell_type == "code":
+                        if cells[index].cell_type == "code" and index not in broken:
                             current = index
                             self.execute_cell(copy.deepcopy(cells[index]), index, store_history=False)
                     for index in range(start, len(cells)):
                         current = index
                         self.preprocess_cell(cells[index], resources, index)
                 break
-            except (DeadKernelError, UnresponsiveKernelError, RuntimeError) as exc:
+            except (DeadKernelError, UnresponsiveKernelError, CellTimeoutError, RuntimeError) as exc:
                 if current is None or (isinstance(exc, RuntimeError) and "Kernel" not in str(exc)):
                     raise
                 restarts += 1
                 what = "内核在运行这个单元时退出或失去响应(例如调用了 os._exit 或陷入无法中断的循环);本单元记 0 分,其后的单元在新内核中继续评分。"
+                broken.add(current)
                 if current >= start:
                     cells[current].outputs = [_error_output(KERNEL_DIED, what)]
                     start = current + 1

@@ -346,6 +346,8 @@ def grade_student(task: dict) -> dict:
                 failed.append(nb)
                 continue
             findings.extend(integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {})))
+            if integrity.drop_duplicate_grade_cells(submitted_nb):  # nbgrader would fail the whole notebook
+                path.write_text(json.dumps(submitted_nb, ensure_ascii=False), encoding="utf-8")
             coursedir = CourseDirectory(config=cfg)
             coursedir.assignment_id, coursedir.student_id, coursedir.notebook_id = assignment, student, nb
             app = Autograde(coursedir=coursedir, config=cfg)
@@ -357,13 +359,10 @@ def grade_student(task: dict) -> dict:
                     raise
                 findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
                 failed.append(nb)
-        if not any((shard / "autograde" / "autograded" / student / assignment).glob("*.ipynb")) and not failed:
-            # nothing was submitted at all: still record a zero submission
-            pass
         _post_grade(shard, student, assignment, task, findings, failed)
         coursedir = CourseDirectory(config=cfg)
         coursedir.assignment_id, coursedir.student_id = assignment, student
-        if (shard / "autograde" / "autograded" / student / assignment).is_dir():
+        if any((shard / "autograde" / "autograded" / student / assignment).glob("*.ipynb")):
             fb = GenerateFeedback(coursedir=coursedir, config=cfg)
             fb.force = True
             fb.start()
