@@ -45,6 +45,7 @@ c.Autograde.autograde_preprocessors = [
     "parallel_budget.grading.preprocessors.ResilientExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbconvert.preprocessors.CoalesceStreamsPreprocessor",  # stdout chunking depends on timing; feedback must not
     "nbgrader.preprocessors.LimitOutput",
     "parallel_budget.grading.preprocessors.LimitOutputSize",
     "nbgrader.preprocessors.SaveAutoGrades",

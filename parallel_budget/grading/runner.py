@@ -331,6 +331,7 @@ def grade_student(task: dict) -> dict:
         _quiet_app_logs()
         findings: list = []
         failed: list = []
+        graded: list = []
         sources = task["release_cells"]
         for nb in task["notebooks"]:
             path = submitted / f"{nb}.ipynb"
@@ -348,17 +349,25 @@ def grade_student(task: dict) -> dict:
             findings.extend(integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {})))
             if integrity.drop_duplicate_grade_cells(submitted_nb):  # nbgrader would fail the whole notebook
                 path.write_text(json.dumps(submitted_nb, ensure_ascii=False), encoding="utf-8")
+            graded.append(nb)
+
+        def autograde(notebook_id):
             coursedir = CourseDirectory(config=cfg)
-            coursedir.assignment_id, coursedir.student_id, coursedir.notebook_id = assignment, student, nb
+            coursedir.assignment_id, coursedir.student_id, coursedir.notebook_id = assignment, student, notebook_id
             app = Autograde(coursedir=coursedir, config=cfg)
             app.force, app.create_student = True, True
-            try:
-                app.start()
-            except BaseException as exc:  # nbgrader already removed the failed notebook
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
-                failed.append(nb)
+            app.start()
+
+        if graded:
+            try:  # one nbgrader call for the whole submission (cheaper) ...
+                autograde("*")
+            except Exception:  # ... and notebook by notebook when any failed, so one failure costs only itself
+                for nb in graded:
+                    try:
+                        autograde(nb)
+                    except Exception as exc:
+                        findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
+                        failed.append(nb)
         _post_grade(shard, student, assignment, task, findings, failed)
         coursedir = CourseDirectory(config=cfg)
         coursedir.assignment_id, coursedir.student_id = assignment, student
