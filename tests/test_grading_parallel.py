@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ def test_crash_after_gradebook_replace_is_completed_by_the_next_run(tmp_path, mo
 
 
 def test_late_submission_and_single_regrade_keep_manual_grades(tmp_path):
-    """Are only late students graded on a rerun, and does re-grading one student keep manual scores?"""
+    """Is a late zip_collect archive graded alone, and does re-grading one student keep manual scores?"""
     course = Course(course_copy(tmp_path / "course", ONE))
     folder = tmp_path / "in"
     _class(course, folder, ["p0", "p1"])
@@ -148,8 +149,12 @@ def test_late_submission_and_single_regrade_keep_manual_grades(tmp_path):
                 "ON g.cell_id = bc.id WHERE sa.student_id = 'p1' AND bc.name = 'test_hang_rank')")
     con.commit()
     con.close()
-    _class(course, folder, ["p0", "p1", "late"])
-    summary = grade(folder, root=course.root, jobs=2, timeout=5, quiet=True)
+    late = tmp_path / "late"
+    _class(course, late, ["p0", "p1", "late"])
+    archive = tmp_path / "downloaded.zip"  # what zip_collect takes: <student>_<notebook>.ipynb
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(late / "late" / "lesson" / "05-debugging.ipynb", "lms-export/late_05-debugging.ipynb")
+    summary = grade(archive, root=course.root, jobs=2, timeout=5, quiet=True)
     assert summary["graded"] == ["late"] and summary["skipped"] == 2
     summary = grade(None, root=course.root, jobs=2, timeout=5, quiet=True, students=["p1"])
     assert summary["graded"] == ["p1"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 from .course import Course, CourseError
@@ -46,6 +47,11 @@ def main(argv=None) -> int:
     sub.add_parser("export", help="重新导出 autograde/grades.csv 和 autograde/integrity.csv")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+    def _terminate(signum, frame):  # `kill` gets the same clean stop as Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         course = Course(args.root)
         if args.command == "grade":

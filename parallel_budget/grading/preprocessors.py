@@ -63,12 +63,14 @@ class ResilientExecute(Execute):
                 broken.add(current)
                 if current >= start:
                     cells[current].outputs = [_error_output(KERNEL_DIED, what)]
+                    cells[current].execution_count = None  # whether it was set depends on timing
                     start = current + 1
                 self.log.warning("Kernel died in cell %d (%s); restarting (%d)", current, type(exc).__name__, restarts)
                 if restarts > self.max_kernel_restarts:
                     for cell in cells[start:]:
                         if cell.cell_type == "code":
                             cell.outputs = [_error_output(KERNEL_DIED, "内核反复退出,后面的单元没有运行。")]
+                            cell.execution_count = None
                     break
         self.set_widgets_metadata()
         return self.nb, self.resources
