@@ -43,7 +43,6 @@ import re
 import shutil
 import signal
 import sqlite3
-import sys
 import tempfile
 import time
 import traceback
