@@ -1,11 +1,12 @@
 # Two commands for a fresh machine (README):
 #   make book   set up .venv, build the site into _build/html
 #   make test   the whole test suite (what CI runs)
+#   make grade  grade a class of nbgrader submissions (autograde/README.md)
 VENV ?= .venv
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test setup clean
+.PHONY: book test setup clean grade
 
 $(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh
 	VENV=$(VENV) bash scripts/setup.sh
@@ -18,6 +19,10 @@ book: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest
+
+# Grade a class: make grade SUBMISSIONS=<folder or zip> [JOBS=N]  (autograde/README.md)
+grade: $(VENV)/.installed
+	$(VENV)/bin/python -m parallel_budget.grading grade $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS))
 
 clean:
 	rm -rf _build

@@ -1,0 +1,64 @@
+"""The course's one nbgrader configuration (nbgrader==0.9.6).
+
+Directories map onto the repository (paths relative to the repository root):
+
+    solutions/<assignment>/            source (instructor version, with solutions and hidden tests)
+    exercises/<assignment>/            release (generated, committed; students open it without nbgrader)
+    autograde/submitted/<student>/<assignment>/
+    autograde/autograded/<student>/<assignment>/
+    autograde/feedback/<student>/<assignment>/
+    autograde/gradebook.db
+
+Run plain nbgrader commands from this folder (``cd autograde && nbgrader ...``),
+or use ``python -m parallel_budget.grading`` from anywhere; both read this file.
+"""
+
+import os
+
+c = get_config()  # noqa: F821  (provided by traitlets when the file is loaded)
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_root = os.path.dirname(_here)
+
+c.CourseDirectory.course_id = "parallel-budget"
+c.CourseDirectory.root = _root
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.submitted_directory = os.path.join("autograde", "submitted")
+c.CourseDirectory.autograded_directory = os.path.join("autograde", "autograded")
+c.CourseDirectory.feedback_directory = os.path.join("autograde", "feedback")
+c.CourseDirectory.solution_directory = os.path.join("autograde", "solution")
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
+
+# A header notebook (name, collaborators) is prepended to every released notebook.
+c.IncludeHeaderFooter.header = os.path.join(_here, "header.ipynb")
+
+# Chinese stubs in the released notebooks.
+c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "在这里写你的回答。"
+
+# Grading: short cell timeout (an infinite loop costs at most this), kernel deaths
+# restart the kernel instead of dropping the notebook, huge outputs are cut.
+c.Execute.timeout = 30
+c.Execute.startup_timeout = 60
+c.Autograde.autograde_preprocessors = [
+    "parallel_budget.grading.preprocessors.ResilientExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbconvert.preprocessors.CoalesceStreamsPreprocessor",  # stdout chunking depends on timing; feedback must not
+    "nbgrader.preprocessors.LimitOutput",
+    "parallel_budget.grading.preprocessors.LimitOutputSize",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.LimitOutput.max_lines = 300
+c.LimitOutputSize.max_chars = 20000
+
+# The grade command ignores nbgrader's own export location and writes
+# autograde/grades.csv; this keeps `nbgrader export` in the same place.
+c.CsvExportPlugin.to = os.path.join(_here, "grades.csv")
+
+# zip_collect: an archive holding <student_id>/<notebook>.ipynb or <student_id>_<notebook>.ipynb
+# (at any depth; student ids without "_" or "/").
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)[/_](?P<file_id>[^/_][^/]*\.ipynb)$"

@@ -1,0 +1,107 @@
+"""Benchmark of the grade command (issues 5 and 7). Prints figures; asserts nothing.
+
+    python benchmarks/bench_grading.py [--students 120] [--jobs 2] [--floor-students 10]
+
+In one run, in throw-away copies of the course:
+
+1. floor: plain ``nbgrader autograde`` (one process, serial) of a one-notebook
+   assignment whose notebook is empty, for ``--floor-students`` students:
+   seconds per notebook = kernel start-up plus nbgrader's own overhead;
+2. serial: ``grade --jobs 1`` of a synthetic class (``classroom.write_class``:
+   right answers, classic slips, blank notebooks) x all notebooks;
+3. parallel: ``grade --jobs N`` of the same class in a fresh course copy.
+
+It prints seconds per notebook for the floor and for the serial grade command
+(target: at most 1.3x the floor), both class times, their ratio (target: at
+least 1.7x with 2 jobs on 2 cores) and the time extrapolated to 300 students
+(target: at most 10 minutes), and checks that both runs produced the same CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from parallel_budget.grading import classroom  # noqa: E402
+from parallel_budget.grading.course import Course  # noqa: E402
+from parallel_budget.grading.runner import grade  # noqa: E402
+
+
+def course_copy(dest: Path) -> Course:
+    (dest / "autograde").mkdir(parents=True)
+    for name in ("nbgrader_config.py", "header.ipynb"):
+        shutil.copy(ROOT / "autograde" / name, dest / "autograde" / name)
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(ROOT / folder, dest / folder)
+    return Course(dest)
+
+
+def floor(tmp: Path, students: int) -> float:
+    """Seconds per notebook of plain nbgrader autograding an empty notebook."""
+    course = tmp / "floor"
+    (course / "source" / "empty").mkdir(parents=True)
+    nb = {"cells": [], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (course / "source" / "empty" / "empty.ipynb").write_text(json.dumps(nb))
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.course_id = 'floor'\n")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    subprocess.run(nbgrader + ["generate_assignment", "empty", "--force"], cwd=course, env=env, check=True, capture_output=True)
+    for i in range(students):
+        dest = course / "submitted" / f"f{i:03d}" / "empty"
+        dest.mkdir(parents=True)
+        shutil.copy(course / "release" / "empty" / "empty.ipynb", dest / "empty.ipynb")
+    start = time.monotonic()
+    subprocess.run(nbgrader + ["autograde", "empty", "--force"], cwd=course, env=env, check=True, capture_output=True)
+    return (time.monotonic() - start) / students
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=120)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--floor-students", type=int, default=10)
+    args = parser.parse_args()
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        tmp = Path(tmp)
+        per_floor = floor(tmp, args.floor_students)
+        template = course_copy(tmp / "template")
+        notebooks = len(template.notebooks("lesson"))
+        incoming = tmp / "class"
+        classroom.write_class(template, "lesson", incoming, args.students)
+        n = args.students * notebooks
+        times = {}
+        csvs = {}
+        for label, jobs in (("serial", 1), ("parallel", args.jobs)):
+            course = course_copy(tmp / label)
+            start = time.monotonic()
+            summary = grade(incoming, root=course.root, jobs=jobs, quiet=True)
+            times[label] = time.monotonic() - start
+            csvs[label] = course.grades_csv.read_text(encoding="utf-8")
+            assert not summary["failed"], summary
+        per_serial = times["serial"] / n
+        ratio = times["serial"] / times["parallel"]
+        print(f"machine: {os.cpu_count()} cores; class: {args.students} students x {notebooks} notebooks = {n} notebooks")
+        print(f"floor (nbgrader autograde, empty notebook, serial): {per_floor:.2f} s/notebook")
+        print(f"grade --jobs 1 (autograde + integrity + feedback + merge + export): {per_serial:.2f} s/notebook "
+              f"= {per_serial / per_floor:.2f}x floor (target <= 1.3x)")
+        print(f"serial: {times['serial']:.1f} s; --jobs {args.jobs}: {times['parallel']:.1f} s; "
+              f"ratio {ratio:.2f}x (target >= 1.7x)")
+        print(f"extrapolated 300 students with --jobs {args.jobs}: {times['parallel'] * 300 / args.students / 60:.1f} min "
+              f"(target <= 10 min)")
+        print(f"serial and parallel CSV identical: {csvs['serial'] == csvs['parallel']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Read a student's answer variable into a trusted pint Quantity or float.
+
+The answer contract: a variable named ``<what>_<unit>`` (``send_per_rank_GB``,
+``lower_bound_ms``) may hold
+
+* a number, read in the unit the name carries (``send_per_rank_GB = 3``);
+* a string with a unit (``"3 GB"``, ``"3000 MB"``), converted;
+* a pint Quantity, from this course's registry or any other one.
+
+A name without a unit suffix (``speedup``, ``bubble_fraction``) holds a plain
+number; fractions also accept ``"45.5%"``.
+
+The student's object is never trusted: its ``__eq__``, ``__float__``,
+``__str__`` are not called.  Numbers and strings are copied through the base
+type's own slots (``float.__float__``, ``str.__str__``) and Quantities are taken
+apart attribute by attribute, so an object that lies about itself is read as
+what it really holds, or refused.  Every refusal is a :class:`AnswerError`
+with a Chinese message naming the variable, what was given and what is
+accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pint
+
+from ..units import Q_, parse
+
+# Unit suffixes of answer names -> (kind for units.parse, unit the bare number is in).
+SUFFIX_UNITS = {
+    "GB": ("bytes", "GB"),
+    "MB": ("bytes", "MB"),
+    "B": ("bytes", "B"),
+    "GBps": ("bandwidth", "GB/s"),
+    "ms": ("time", "ms"),
+    "s": ("time", "s"),
+}
+KIND_ZH = {"bytes": "数据量", "time": "时间", "bandwidth": "带宽", "number": "纯数字", "fraction": "比例"}
+
+
+class AnswerError(ValueError):
+    """The answer cannot be read as the quantity its name promises."""
+
+
+def unit_of(name: str):
+    """``("bytes", "GB")`` for ``send_per_rank_GB``; ``None`` for a unitless name."""
+    suffix = name.rsplit("_", 1)[-1] if "_" in name else ""
+    return SUFFIX_UNITS.get(suffix)
+
+
+def _genuine_number(value):
+    """The real float inside ``value``, or None when it is not a plain number."""
+    t = type(value)
+    if t is bool or isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, int):
+        return int.__float__(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and t.__module__ == "numpy" and getattr(numpy, t.__name__, None) is t:
+        if t.__name__.startswith(("float", "int", "uint")):
+            return float.__float__(float(numpy.float64(value)))
+    return None
+
+
+def _genuine_quantity(value, name: str):
+    """(magnitude, unit text) of a pint Quantity of any registry, without calling its methods."""
+    try:
+        mag = object.__getattribute__(value, "_magnitude")
+        units = object.__getattribute__(value, "_units")
+        d = object.__getattribute__(units, "_d")
+        items = list(dict.items(d)) if isinstance(d, dict) else None
+    except AttributeError:
+        items = None
+    if items is None:
+        raise AnswerError(f"变量 {name} 是一个无法识别的 Quantity 对象。请改写成字符串,例如 {name} = \"3 GB\"。")
+    number = _genuine_number(mag)
+    if number is None:
+        raise AnswerError(f"变量 {name} 的数值部分不是普通的数({type(mag).__name__})。请写成 {name} = \"3 GB\" 这样的形式。")
+    parts = []
+    for unit, exp in items:
+        e = _genuine_number(exp)
+        if not isinstance(unit, str) or e is None:
+            raise AnswerError(f"变量 {name} 的单位无法识别。请写成 {name} = \"3 GB\" 这样的形式。")
+        parts.append(f"({str.__str__(unit)})**{e!r}")
+    return number, " * ".join(parts) or "dimensionless"
+
+
+def describe(value) -> str:
+    """A short, safe description of a student's value for messages (no user __repr__)."""
+    number = _genuine_number(value)
+    if number is not None:
+        return repr(number) if not float(number).is_integer() else repr(int(number)) if abs(number) < 1e15 else repr(number)
+    if isinstance(value, str):
+        text = str.__str__(value)
+        return repr(text if len(text) <= 60 else text[:57] + "...")
+    if isinstance(value, pint.Quantity):
+        try:
+            mag, unit = _genuine_quantity(value, "答案")
+            return f"Quantity({mag!r}, {unit!r})"
+        except AnswerError:
+            return "无法识别的 Quantity"
+    return f"{type(value).__name__} 类型的对象"
+
+
+def _example(name: str) -> str:
+    spec = unit_of(name)
+    if spec is None:
+        return f"{name} = 1.5"
+    return f"{name} = 3(按 {spec[1]})或 {name} = \"3 {spec[1]}\""
+
+
+def read_answer(name: str, value, kind: str | None = None):
+    """Return the answer as a Quantity (named unit) or a float (unitless name).
+
+    ``kind`` defaults from the name's suffix; pass ``"fraction"`` for a share
+    in [0, 1] that may also be written ``"45.5%"``, or ``"number"``.
+    """
+    spec = unit_of(name)
+    if kind is None:
+        kind = spec[0] if spec else "number"
+    if value is None or value is Ellipsis:
+        raise AnswerError(f"变量 {name} 还没有赋值。请写例如 {_example(name)}。")
+    if isinstance(value, bool):
+        raise AnswerError(f"变量 {name} 需要{KIND_ZH.get(kind, kind)},收到布尔值 {value!r}。例如 {_example(name)}。")
+    number = _genuine_number(value)
+    if kind in ("number", "fraction"):
+        if number is None and isinstance(value, str):
+            text = str.__str__(value).strip()
+            try:
+                number = float(text[:-1]) / 100 if kind == "fraction" and text.endswith("%") else float(text)
+            except ValueError:
+                raise AnswerError(
+                    f"变量 {name} 需要一个纯数字,收到 {describe(value)}。例如 {name} = 0.455"
+                    + ("或 \"45.5%\"。" if kind == "fraction" else "。")
+                ) from None
+        if number is None:
+            raise AnswerError(f"变量 {name} 需要一个纯数字,收到 {describe(value)}。例如 {name} = 1.5。")
+        if not math.isfinite(number):
+            raise AnswerError(f"变量 {name} 必须是有限的数,收到 {describe(value)}。")
+        return number
+    if spec is None:
+        raise AnswerError(f"变量名 {name} 没有单位后缀,无法按 {kind} 读取。")
+    if number is not None:
+        value = Q_(number, spec[1])
+    elif isinstance(value, str):
+        value = str.__str__(value)
+    elif isinstance(value, pint.Quantity):
+        mag, unit = _genuine_quantity(value, name)
+        try:
+            value = Q_(mag, unit)
+        except Exception:
+            raise AnswerError(
+                f"变量 {name} 的单位 {unit!r} 不在本课程的单位表里。例如 {_example(name)}。"
+            ) from None
+    else:
+        raise AnswerError(
+            f"变量 {name} 需要{KIND_ZH[kind]}:数字(按 {spec[1]})、带单位的字符串或 pint Quantity,"
+            f"收到 {describe(value)}。例如 {_example(name)}。"
+        )
+    try:
+        return parse(value, kind, arg=name)
+    except ValueError as exc:
+        raise AnswerError(str(exc).replace(f"参数 {name}", f"变量 {name}", 1)) from None

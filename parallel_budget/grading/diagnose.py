@@ -1,0 +1,171 @@
+"""Expected answers and their typical wrong twins, all computed by the package.
+
+An :class:`Expected` holds the right value of one answer and a list of
+*mistakes*: the value a student gets by making one named slip (bits read as
+bytes, receive counted too, ...).  Every value comes from the same package call
+as the right one, with the slip applied to an argument or a result, so a
+formula change moves the answer and its mistakes together.
+
+:func:`diagnose` returns the message of the mistake that matches a wrong value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..communication import ring_allreduce, ring_send_factor
+from ..memory import zero_memory, zero_table
+from ..parallelism import pipeline_bubble
+from ..steptime import step_time
+from ..units import Q_, as_bandwidth, as_bytes, fmt
+from ..update import data_parallel_update
+
+# The slips the issue names, with the feedback sentence each one gets.
+MISTAKES = {
+    "bits": "把比特当成了字节(或反过来),结果差 8 倍:GB/s 是字节每秒,Gb/s 是比特每秒",
+    "recv": "把接收量也算进了发送量(多乘了 2);每 rank 的发送和接收同时进行,下界只看单向",
+    "total": "算成了全网所有 rank 的发送总量(多乘了 R);题目要的是每个 rank 的量",
+    "gib": "用了 GiB(2^30 字节)而不是本课程的十进制 GB(10^9 字节)",
+    "ring_fraction": "漏掉了 (R-1)/R:每 rank 只发送 R-1 轮、每轮 G/R",
+    "factor2": "漏掉了系数 2:ring all-reduce 有 reduce-scatter 和 all-gather 两个阶段",
+    "mean_twice": "平均做了两次:all-reduce 已经求平均,又除了一次 R",
+    "sum": "all-reduce 求和后没有除以 R,梯度被放大了 R 倍",
+    "act_over_d": "把激活也除以了 D:激活跟输入和执行计划有关,数据并行分片不会缩小它",
+    "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m;题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
+    "comm_twice": "通信时间按发送加接收算了两遍",
+    "no_split": "单卡计算时间没有除以 R(固定全局 batch 时每卡只算 1/R)",
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The right value of one answer and the values of its named mistakes.
+
+    ``value`` is a Quantity or a float; ``unit`` is how messages show it.
+    """
+
+    value: object
+    unit: str | None = None
+    mistakes: tuple = field(default_factory=tuple)  # ((key, value), ...)
+    rel_tol: float = 0.01
+
+    def matches(self, given) -> bool:
+        return _close(given, self.value, self.rel_tol)
+
+    def shown(self, q) -> str:
+        return fmt(q, self.unit, digits=4) if self.unit or hasattr(q, "units") else f"{q:.4g}"
+
+
+def _mag(x) -> float:
+    return float(x.to_base_units().magnitude) if hasattr(x, "to_base_units") else float(x)
+
+
+def _close(a, b, rel_tol: float) -> bool:
+    return math.isclose(_mag(a), _mag(b), rel_tol=rel_tol, abs_tol=1e-12)
+
+
+def diagnose(expected: Expected, given) -> str | None:
+    """The feedback sentence(s) of the mistakes whose value ``given`` matches, joined by "或者"."""
+    found = []
+    for key, value in expected.mistakes:
+        if _close(given, value, expected.rel_tol) and not _close(value, expected.value, expected.rel_tol):
+            if MISTAKES[key] not in found:
+                found.append(MISTAKES[key])
+    return ";或者".join(found) or None
+
+
+def _gib_as_gb(q):
+    """The number a student writes when they convert to GiB but label it GB."""
+    return Q_(q.to("GiB").magnitude, "GB")
+
+
+def ring_send(ranks, grad, bandwidth) -> Expected:
+    """Per-rank send of a ring all-reduce (lesson exercises 1 and 2)."""
+    r = ring_allreduce(ranks, grad, bandwidth)
+    s = r.send_per_rank
+    return Expected(s, "GB", (
+        ("bits", Q_(s.to("bit").magnitude, "B")),
+        ("recv", s + r.recv_per_rank),
+        ("total", r.total_sent),
+        ("gib", _gib_as_gb(s)),
+        ("ring_fraction", s / ring_send_factor(ranks) * 2),
+        ("factor2", s / 2),
+    ))
+
+
+def ring_bound(ranks, grad, bandwidth) -> Expected:
+    """Lower bound of the ring all-reduce time at one-way ``bandwidth``."""
+    r = ring_allreduce(ranks, grad, bandwidth)
+    bw = as_bandwidth(bandwidth)
+    bits = ring_allreduce(ranks, grad, Q_(bw.to("GB/s").magnitude, "Gb/s")).lower_bound
+    return Expected(r.lower_bound, "ms", (
+        ("bits", bits),
+        ("bits", r.lower_bound / 8),
+        ("recv", (r.send_per_rank + r.recv_per_rank) / bw),
+        ("total", r.total_sent / bw),
+        ("ring_fraction", r.lower_bound / ring_send_factor(ranks) * 2),
+        ("factor2", r.lower_bound / 2),
+    ))
+
+
+def dp_weight(w, grads, lr) -> Expected:
+    """The weight every rank holds after one data-parallel SGD step."""
+    right = data_parallel_update(w, grads, lr, "mean").weights[0]
+    return Expected(right, None, (
+        ("mean_twice", data_parallel_update(w, grads, lr, "mean_twice").weights[0]),
+        ("sum", data_parallel_update(w, grads, lr, "sum").weights[0]),
+    ), rel_tol=1e-3)
+
+
+def _step_variants(compute_single, ranks, comm):
+    from ..units import as_time
+
+    c = as_time(comm)
+    return (
+        ("comm_twice", step_time(compute_single, ranks, c * 2)),
+        ("bits", step_time(compute_single, ranks, c * 8)),
+        ("no_split", step_time(compute_single, 1, c)),
+    )
+
+
+def step(compute_single, ranks, comm, what: str = "step") -> Expected:
+    """Step time (``what='step'``), ``'speedup'`` or ``'efficiency'`` of :func:`step_time`."""
+    right = step_time(compute_single, ranks, comm)
+    variants = _step_variants(compute_single, ranks, comm)
+    if what == "step":
+        return Expected(right.step, "ms", tuple((k, v.step) for k, v in variants))
+    if what == "speedup":
+        return Expected(right.speedup, None, tuple((k, v.speedup) for k, v in variants))
+    return Expected(right.efficiency, None, tuple((k, v.speedup / ranks) for k, v in variants))
+
+
+def zero_state(params, dp, stage) -> Expected:
+    """Resident model-state bytes per device of one ZeRO stage."""
+    right = zero_memory(params, dp, stage).total
+    return Expected(right, "GB", (("gib", _gib_as_gb(right)),))
+
+
+def zero_peak(params, dp, stage, activations) -> Expected:
+    """Model state of ``stage`` plus activations, which do not shrink with D."""
+    state = zero_memory(params, dp, stage).total
+    act = as_bytes(activations)
+    right = state + act
+    return Expected(right, "GB", (
+        ("act_over_d", state + act / dp),
+        ("gib", _gib_as_gb(right)),
+    ))
+
+
+def smallest_stage(params, dp, device_memory, activations="0 GB") -> int | None:
+    """Lowest ZeRO stage whose state plus activations fits ``device_memory``."""
+    room = as_bytes(device_memory) - as_bytes(activations)
+    if room.magnitude < 0:
+        return None
+    return zero_table(params, dp).smallest_fitting_stage(room)
+
+
+def bubble(stages, microbatches) -> Expected:
+    """Idle fraction of a pipeline step with equal stage times."""
+    b = pipeline_bubble(stages, microbatches)
+    return Expected(b.idle_fraction, None, (("bubble_convention", b.bubble_over_ideal),), rel_tol=0.01)

@@ -1,0 +1,291 @@
+"""Integrity scan: what a submission did that nbgrader does not stop.
+
+Runs outside the student's kernel, on the submitted and the autograded
+notebooks of one student:
+
+* :func:`scan_source` -- static scan (AST, with a text fallback) of the code
+  the student wrote, for the tricks listed in :data:`TRICKS`;
+* :func:`compare_cells` -- test cells deleted, edited or duplicated against the
+  source notebook (nbgrader restores edited ones from the gradebook, but the
+  attempt is reported);
+* :func:`check_receipts` -- every test cell that nbgrader scored as passed must
+  show the receipt line the course's checks print (:data:`.checks.RECEIPT`);
+  a passing cell without it did not run its checks (an input transformer
+  skipped it, or the checking helper was replaced) and is scored 0;
+* :func:`runtime_findings` -- cells whose execution hit a timeout, a kernel
+  death or a cut output.
+
+Every finding is a :class:`Finding`: student, notebook, cell, trick key and a
+Chinese detail for the instructor's report.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from .checks import RECEIPT
+
+TRICKS = {
+    "invalid_notebook": "提交的文件不是有效的 notebook(JSON 损坏或格式不对),整本记 0 分",
+    "grading_failed": "评分这本 notebook 时出错,整本记 0 分",
+    "missing_notebook": "没有提交这本 notebook,记 0 分",
+    "deleted_test_cell": "删除了测试单元;对应的分数记 0",
+    "edited_test_cell": "修改了测试单元;nbgrader 已按源文件恢复并重新评分",
+    "duplicated_test_cell": "复制了测试单元(grade_id 重复);nbgrader 只保留第一个",
+    "skip_tests": "改写 IPython 的输入变换或事件钩子,可能让测试单元不执行",
+    "rebind_builtins": "改写了 Python 内置函数或异常",
+    "rebind_checker": "改动了评分检查工具 parallel_budget.grading",
+    "read_files": "在代码里读取磁盘文件或目录(可能在找隐藏测试或评分数据库)",
+    "kill_kernel": "调用了结束进程/内核的函数",
+    "lying_object": "定义了改写比较或类型转换的类(__eq__、__float__ 等)",
+    "dynamic_code": "动态执行代码(exec/eval/compile/__import__),静态检查看不到内容",
+    "no_receipt": "测试单元被记为通过,却没有检查工具的回执:检查没有真正运行,该单元改记 0 分",
+    "timeout": "单元运行超时(可能是死循环),该单元记 0 分",
+    "kernel_died": "内核在运行中退出,该单元记 0 分,其余单元在新内核中继续评分",
+    "huge_output": "输出过长,已截断",
+}
+
+_BUILTIN_NAMES = {
+    "abs", "float", "int", "str", "bool", "isinstance", "type", "print", "len", "round", "repr",
+    "AssertionError", "Exception", "BaseException", "TypeError", "ValueError", "callable", "getattr",
+    "setattr", "hasattr", "object", "super", "min", "max", "sum", "all", "any", "__import__",
+}
+_DUNDER_LIES = {
+    "__eq__", "__ne__", "__float__", "__int__", "__index__", "__bool__", "__str__", "__repr__",
+    "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__sub__", "__rsub__", "__truediv__",
+    "__format__", "__hash__", "__class__", "__instancecheck__", "__subclasscheck__", "__getattribute__",
+}
+_FILE_CALLS = {"open", "listdir", "scandir", "walk", "glob", "iglob", "read_text", "read_bytes", "iterdir",
+               "rglob", "connect", "loadtxt", "read_csv"}
+_KILL_CALLS = {"_exit", "kill", "abort", "killpg", "exit", "quit"}
+_DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "import_module"}
+_TEXT_PATTERNS = [
+    ("skip_tests", r"input_transformers|ast_transformers|events\s*\.\s*register|register_magic|run_cell"),
+    ("rebind_builtins", r"\b__builtins__\b|\bbuiltins\b"),
+    ("rebind_checker", r"parallel_budget\s*\.\s*grading|sys\s*\.\s*modules|\bchecks\s*\.\s*\w+\s*=|\bdiagnose\s*\.\s*\w+\s*="),
+    ("read_files", r"\bopen\s*\(|pathlib|os\s*\.\s*(listdir|walk|scandir)|\bglob\b|sqlite3|gradebook|\.ipynb|solutions"),
+    ("kill_kernel", r"os\s*\.\s*(_exit|kill|abort)|sys\s*\.\s*exit|\bsignal\b|ctypes"),
+    ("dynamic_code", r"\b(exec|eval|compile|__import__)\s*\(|importlib"),
+]
+
+
+@dataclass(frozen=True)
+class Finding:
+    student: str
+    notebook: str
+    cell: str
+    trick: str
+    detail: str = ""
+
+    def row(self):
+        return [self.student, self.notebook, self.cell, self.trick, TRICKS.get(self.trick, self.trick), self.detail]
+
+
+def _dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _strip_magics(source: str) -> str:
+    lines = []
+    for line in source.splitlines():
+        s = line.lstrip()
+        lines.append("" if s.startswith(("%", "!")) else line)
+    return "\n".join(lines)
+
+
+def scan_source(source: str) -> list[tuple[str, str]]:
+    """(trick, evidence) pairs found in one cell of student code."""
+    found: list[tuple[str, str]] = []
+
+    def add(trick, evidence):
+        if (trick, evidence) not in found:
+            found.append((trick, evidence))
+
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        for trick, pattern in _TEXT_PATTERNS:
+            m = re.search(pattern, source)
+            if m:
+                add(trick, m.group(0))
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            name = _dotted(node)
+            if node.attr in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers",
+                             "input_transformer_manager", "register_magic_function", "run_cell"):
+                add("skip_tests", name)
+            if name.startswith("events.") or ".events." in name and node.attr == "register":
+                add("skip_tests", name)
+            if name == "sys.modules":
+                add("rebind_checker", name)
+        if isinstance(node, ast.Name) and node.id in ("builtins", "__builtins__"):
+            add("rebind_builtins", node.id)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for mod in mods:
+                if mod == "builtins":
+                    add("rebind_builtins", "import builtins")
+                if mod.startswith("parallel_budget.grading") or (
+                    isinstance(node, ast.ImportFrom) and node.module == "parallel_budget"
+                    and any(a.name == "grading" for a in node.names)
+                ):
+                    add("rebind_checker", f"import {mod}")
+                if mod in ("ctypes", "signal"):
+                    add("kill_kernel", f"import {mod}")
+                if mod in ("sqlite3", "glob", "pathlib"):
+                    add("read_files", f"import {mod}")
+                if mod in ("importlib",):
+                    add("dynamic_code", f"import {mod}")
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in _BUILTIN_NAMES:
+            add("rebind_builtins", f"def {node.name}")
+        for t in targets:
+            names = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+            for sub in names:
+                if isinstance(sub, ast.Name) and sub.id in _BUILTIN_NAMES | {"checks", "diagnose"}:
+                    add("rebind_checker" if sub.id in ("checks", "diagnose") else "rebind_builtins", f"{sub.id} = ...")
+                if isinstance(sub, ast.Attribute):
+                    base = _dotted(sub)
+                    if base.split(".")[0] in ("checks", "diagnose", "parallel_budget", "pb"):
+                        add("rebind_checker", f"{base} = ...")
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in _DUNDER_LIES:
+                    add("lying_object", f"class {node.name}: def {item.name}")
+                if isinstance(item, ast.Assign):
+                    for t in item.targets:
+                        if isinstance(t, ast.Name) and t.id in _DUNDER_LIES:
+                            add("lying_object", f"class {node.name}: {t.id} = ...")
+        if isinstance(node, ast.Call):
+            fname = _dotted(node.func)
+            last = fname.rsplit(".", 1)[-1]
+            if fname in ("setattr", "delattr"):
+                add("rebind_checker", fname + "(...)")
+            if last in _FILE_CALLS and (fname == "open" or "." in fname):
+                add("read_files", fname + "(...)")
+            if last in _KILL_CALLS and (fname.startswith(("os.", "sys.", "signal.")) or fname in ("exit", "quit")):
+                add("kill_kernel", fname + "(...)")
+            if last in _DYNAMIC_CALLS:
+                add("dynamic_code", fname + "(...)")
+            if fname in ("type",) and len(node.args) == 3:
+                add("lying_object", "type(name, bases, dict)")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.search(r"gradebook|\.ipynb|solutions/|source_cell", node.value):
+                add("read_files", repr(node.value[:40]))
+    return found
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _is_test(cell) -> bool:
+    m = _meta(cell)
+    return bool(m.get("grade")) and not m.get("solution") and cell.get("cell_type") == "code"
+
+
+def _norm(text) -> str:
+    return "".join(text) if isinstance(text, list) else (text or "")
+
+
+def compare_cells(student, notebook, submitted_nb, release_cells: dict) -> list[Finding]:
+    """Deleted, edited and duplicated test cells; scan of every cell the student wrote.
+
+    ``release_cells`` maps grade_id -> (released source, is a test cell).
+    """
+    findings = []
+    seen = {}
+    for index, cell in enumerate(submitted_nb.get("cells", [])):
+        m = _meta(cell)
+        gid = m.get("grade_id")
+        src = _norm(cell.get("source"))
+        released, is_test = release_cells.get(gid, (None, False))
+        if released is not None and is_test:
+            seen[gid] = seen.get(gid, 0) + 1
+            if seen[gid] > 1:
+                findings.append(Finding(student, notebook, gid, "duplicated_test_cell", f"第 {index + 1} 个单元"))
+            elif src.strip() != released.strip():
+                findings.append(Finding(student, notebook, gid, "edited_test_cell", f"第 {index + 1} 个单元"))
+            continue
+        if released is not None and m.get("locked") and src.strip() == released.strip():
+            continue  # an untouched read-only cell of the release
+        if cell.get("cell_type") != "code":
+            continue
+        where = gid or f"第 {index + 1} 个单元"
+        for trick, evidence in scan_source(src):
+            findings.append(Finding(student, notebook, where, trick, evidence))
+    for gid, (_, is_test) in release_cells.items():
+        if is_test and gid not in seen:
+            findings.append(Finding(student, notebook, gid, "deleted_test_cell"))
+    return findings
+
+
+def drop_duplicate_grade_cells(nb: dict) -> int:
+    """Remove every later cell that repeats an earlier cell's grade_id; return how many.
+
+    nbgrader's own de-duplication strips the copy's metadata and then refuses
+    the whole notebook; keeping the first copy grades the rest normally (the
+    copy is reported by :func:`compare_cells`).
+    """
+    seen, keep = set(), []
+    for cell in nb.get("cells", []):
+        gid = _meta(cell).get("grade_id")
+        if gid and gid in seen:
+            continue
+        seen.add(gid)
+        keep.append(cell)
+    dropped = len(nb.get("cells", [])) - len(keep)
+    nb["cells"] = keep
+    return dropped
+
+
+def _stdout(cell) -> str:
+    return "".join(_norm(o.get("text")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def _errors(cell):
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+_CHECK_CALL = re.compile(r"\bchecks\s*\.\s*(?:visible|value|exact|kind_is)\s*\(")
+
+
+def passed_without_receipt(autograded_nb) -> list[str]:
+    """grade_ids of test cells that show no error but fewer receipts than the checks they call.
+
+    Each call of a check in the (restored) test cell prints one receipt line;
+    a cell whose checks were skipped or replaced prints fewer.
+    """
+    bad = []
+    for cell in autograded_nb.get("cells", []):
+        if _is_test(cell) and not _errors(cell):
+            calls = len(_CHECK_CALL.findall(_norm(cell.get("source"))))
+            if _stdout(cell).count(RECEIPT) < max(calls, 1):
+                bad.append(_meta(cell).get("grade_id"))
+    return bad
+
+
+def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
+    """Timeouts, kernel deaths and cut outputs recorded in the autograded notebook."""
+    found = []
+    for index, cell in enumerate(autograded_nb.get("cells", [])):
+        where = _meta(cell).get("grade_id") or f"第 {index + 1} 个单元"
+        for out in _errors(cell):
+            if out.get("ename") == "CellTimeoutError":
+                found.append(Finding(student, notebook, where, "timeout"))
+            if out.get("ename") == "KernelDied":
+                found.append(Finding(student, notebook, where, "kernel_died"))
+        if "输出过长,已截断" in _stdout(cell):
+            found.append(Finding(student, notebook, where, "huge_output"))
+    return found

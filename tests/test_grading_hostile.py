@@ -1,0 +1,145 @@
+"""Do hostile and broken submissions lose exactly what they tampered with, and get reported?
+
+One real nbgrader run (the course's grade command, two workers, 3 s cell
+timeout) over an honest student, a student with classic slips and one student
+per trick in ``tests/files/<defect>.ipynb``.  Every hostile file is a
+submission of ``02-ring-allreduce`` (11 automatic points: ex1 send 2, ex1
+bound 2, ex2 send 2, ex2 bound 2, step 1, speedup 1, efficiency 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from grading_helpers import FILES, course_copy, flags, notebook_total, scores
+
+from parallel_budget.grading import classroom
+from parallel_budget.grading.course import Course
+from parallel_budget.grading.runner import grade
+
+pytestmark = pytest.mark.slow
+NB = "02-ring-allreduce"
+HOSTILE = sorted(p.stem for p in FILES.glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = course_copy(tmp_path_factory.mktemp("course"))
+    course = Course(root)
+    incoming = tmp_path_factory.mktemp("incoming")
+    classroom.write_student(incoming, "honest", "lesson", classroom.submission(course, "lesson"))
+    slips = classroom.submission(course, "lesson", {
+        "answer_ex1": "send_per_rank_GB = '24 GB'\nlower_bound_ms = 480",
+        "answer_ex2": "send_per_rank_GB = '56000 MB'\nlower_bound_ms = '0.14 s'",
+        "answer_updated_w": "updated_w = 0.85",
+        "answer_zero2": "zero2_GB = '24.45 GiB'",
+        "answer_peak": "peak_GB = 27\nsmallest_stage = 2",
+    })
+    classroom.write_student(incoming, "slips", "lesson", {k: v for k, v in slips.items() if k[:2] in ("01", "02", "03")})
+    for name in HOSTILE:
+        dest = incoming / name / "lesson"
+        dest.mkdir(parents=True)
+        shutil.copy(FILES / f"{name}.ipynb", dest / f"{NB}.ipynb")
+    # the invalid-JSON student also hands in a valid 01, which must keep its points
+    classroom.write_student(incoming, "invalid-json", "lesson",
+                            {"01-two-rank-update": classroom.submission(course, "lesson")["01-two-rank-update"]})
+    summary = grade(incoming, root=root, jobs=2, timeout=3, quiet=True)
+    return course, summary, scores(course.gradebook), flags(course.gradebook)
+
+
+def test_every_student_is_graded(graded):
+    """Does every student, hostile or not, end up in the gradebook, the CSV and the feedback?"""
+    course, summary, sc, _ = graded
+    students = {"honest", "slips", *HOSTILE}
+    assert set(summary["graded"]) == students and not summary["failed"]
+    with open(course.grades_csv, encoding="utf-8") as fh:
+        assert {row["student_id"] for row in csv.DictReader(fh)} == students
+    for s in students - {"invalid-json"}:
+        assert (course.feedback / s / "lesson" / f"{NB}.html").exists(), s
+
+
+def test_honest_student_gets_every_automatic_point(graded):
+    """Do the source solutions score full marks on every test cell?"""
+    _, _, sc, fl = graded
+    mine = {k: v for k, v in sc.items() if k[0] == "honest" and k[2].startswith("test_")}
+    assert len(mine) == 20
+    assert all(v[0] == v[1] for v in mine.values()), [k for k, v in mine.items() if v[0] != v[1]]
+    assert not {f for f in fl if f[0] == "honest"}
+
+
+def test_slips_are_named_in_the_feedback_html(graded):
+    """Does the feedback HTML name bits-for-bytes, receive counted, averaging twice, GiB and activations/D?"""
+    course, _, sc, _ = graded
+    html = (course.feedback / "slips" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
+    assert "把比特当成了字节" in html and "把接收量也算进了发送量" in html
+    assert "send_per_rank_GB = 56 GB 不对" in html and "算成了全网所有 rank 的发送总量" in html
+    assert "平均做了两次" in (course.feedback / "slips" / "lesson" / "01-two-rank-update.html").read_text(encoding="utf-8")
+    zero = (course.feedback / "slips" / "lesson" / "03-zero-memory.html").read_text(encoding="utf-8")
+    assert "GiB" in zero and "把激活也除以了 D" in zero
+    assert sc[("slips", NB, "test_ex2_bound")][0] == 2  # "0.14 s" is 140 ms: converted, right
+    assert notebook_total(sc, "slips", NB) == 11 - 2 - 2 - 2
+
+
+EXPECTED = {
+    # student: (score of 02 out of 11, tricks that must be flagged)
+    "invalid-json": (0, {"invalid_notebook"}),
+    "deleted-test-cell": (9, {"deleted_test_cell"}),
+    "edited-test-cell": (9, {"edited_test_cell"}),
+    "duplicated-test-cell": (11, {"duplicated_test_cell"}),
+    "infinite-loop": (8, {"timeout"}),
+    "kernel-exit": (8, {"kernel_died", "kill_kernel"}),
+    "huge-output": (11, {"huge_output"}),
+    "lying-objects": (7, {"lying_object"}),
+    "rebound-checker": (0, {"rebind_checker", "no_receipt"}),  # its no-op check voids every later value test
+    "input-transformer": (0, {"skip_tests", "no_receipt"}),  # it skips every later test cell
+    "reads-hidden-tests": (11, {"read_files"}),
+    "rebound-builtins": (7, {"rebind_builtins"}),
+    "forged-receipt": (11, {"rebind_checker"}),
+}
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_tampered_questions_lose_their_points_and_are_flagged(graded, student):
+    """Does each trick cost exactly the tampered questions, and appear in the integrity report?"""
+    _, _, sc, fl = graded
+    total, tricks = EXPECTED[student]
+    assert notebook_total(sc, student, NB) == total
+    assert tricks <= {f[3] for f in fl if f[0] == student}
+
+
+def test_untouched_notebook_of_a_broken_student_keeps_its_points(graded):
+    """Does a valid notebook keep full points when the same student's other notebook is invalid JSON?"""
+    _, _, sc, _ = graded
+    assert notebook_total(sc, "invalid-json", "01-two-rank-update") == 4
+
+
+def test_tricks_nbgrader_cannot_stop_are_flagged_not_silent(graded):
+    """Do rebinding builtins and forging the receipt earn nothing silently (0 points or a flag)?"""
+    _, _, sc, fl = graded
+    rebound = {f[3] for f in fl if f[0] == "rebound-builtins"}
+    assert "rebind_builtins" in rebound and sc[("rebound-builtins", NB, "test_ex1_send")][0] == 0
+    forged = {f[3] for f in fl if f[0] == "forged-receipt"}
+    assert "rebind_checker" in forged  # it may pass the cell, but the instructor sees it
+
+
+def test_huge_output_is_cut_and_kernel_death_is_explained(graded):
+    """Is a 3 MB output cut in the autograded notebook, and does a dead kernel leave a Chinese message?"""
+    course, _, _, _ = graded
+    huge = course.autograded / "huge-output" / "lesson" / f"{NB}.ipynb"
+    assert huge.stat().st_size < 200_000
+    died = json.loads((course.autograded / "kernel-exit" / "lesson" / f"{NB}.ipynb").read_text(encoding="utf-8"))
+    errors = [o for c in died["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert any(o["ename"] == "KernelDied" and "内核" in o["evalue"] for o in errors)
+
+
+def test_integrity_report_names_student_and_trick(graded):
+    """Does autograde/integrity.csv list the student, the notebook, the cell and the trick in Chinese?"""
+    course, _, _, _ = graded
+    with open(course.integrity_csv, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    row = next(r for r in rows if r["student_id"] == "input-transformer" and r["trick"] == "skip_tests")
+    assert row["notebook"] == NB and "测试单元不执行" in row["what"]
