@@ -109,6 +109,25 @@ CHAPTER_LABS = {
 }
 
 
+CHAPTER_EXERCISES = {
+    "two-rank-update": "01-two-rank-update",
+    "ring-allreduce": "02-ring-allreduce",
+    "zero-memory": "03-zero-memory",
+    "tp-pp": "04-tp-pp",
+    "debugging": "05-debugging",
+}
+
+
+@pytest.mark.parametrize("page, notebook", list(CHAPTER_EXERCISES.items()))
+def test_chapter_offers_its_exercise_notebook(built_site, page, notebook):
+    """Does each chapter link its released exercise notebook, and does the site ship that file?"""
+    assert (ROOT / "exercises" / "lesson" / f"{notebook}.ipynb").is_file()
+    html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
+    links = re.findall(rf'href="(\.\./_downloads/[0-9a-f]+/{notebook}\.ipynb)"', html)
+    assert links, f"{page}: no download link to {notebook}.ipynb"
+    assert (built_site / "book" / links[0]).resolve().is_file()
+
+
 def test_every_lab_is_in_a_chapter():
     """Is every registered lab shown in some chapter?"""
     from parallel_budget.labs.launcher import LABS
