@@ -41,6 +41,11 @@ c.ClearSolutions.text_stub = "在这里写你的回答。"
 # restart the kernel instead of dropping the notebook, huge outputs are cut.
 c.Execute.timeout = 30
 c.Execute.startup_timeout = 60
+# Kernels are forked from a warm fork server (parallel_budget/grading/forkserver.py);
+# set this to False to start every kernel from scratch, as stock nbgrader does.
+c.ResilientExecute.fork_kernels = True
+# Once a notebook's last cell has finished there is nothing left to save: kill the kernel.
+c.Execute.shutdown_kernel = "immediate"
 c.Autograde.autograde_preprocessors = [
     "parallel_budget.grading.preprocessors.ResilientExecute",
     "nbgrader.preprocessors.IgnorePattern",
@@ -52,6 +57,9 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+# nbgrader registers these preprocessors without enabling them, and a plain nbconvert
+# preprocessor is off by default: without this line stream merging silently never runs.
+c.CoalesceStreamsPreprocessor.enabled = True
 c.LimitOutput.max_lines = 300
 c.LimitOutputSize.max_chars = 20000
 

@@ -47,18 +47,34 @@ def graded(tmp_path_factory):
     # the invalid-JSON student also hands in a valid 01, which must keep its points
     classroom.write_student(incoming, "invalid-json", "lesson",
                             {"01-two-rank-update": classroom.submission(course, "lesson")["01-two-rank-update"]})
+    # output that reaches nbgrader in several chunks (a flush, then more text) must be saved as one
+    chunky = classroom.submission(course, "lesson")["01-two-rank-update"]
+    classroom.insert_code(chunky, "answer_updated_w", CHUNKY)
+    classroom.write_student(incoming, "chunky", "lesson", {"01-two-rank-update": chunky})
     summary = grade(incoming, root=root, jobs=2, timeout=3, quiet=True)
     return course, summary, scores(course.gradebook), flags(course.gradebook)
+
+
+CHUNKY = "import time\nprint('first', end='', flush=True)\ntime.sleep(0.5)\nprint(' second')\nprint('third')"
+
+
+def test_stream_output_is_one_block_however_it_was_flushed(graded):
+    """Is stdout that arrived in chunks stored as one stream output (so feedback never depends on timing)?"""
+    course, _, _, _ = graded
+    nb = json.loads((course.autograded / "chunky" / "lesson" / "01-two-rank-update.ipynb").read_text(encoding="utf-8"))
+    mine = next(c for c in nb["cells"] if "".join(c["source"]) == CHUNKY)
+    text = lambda o: "".join(o["text"]) if isinstance(o["text"], list) else o["text"]
+    assert [(o["output_type"], o["name"], text(o)) for o in mine["outputs"]] == [("stream", "stdout", "first second\nthird\n")]
 
 
 def test_every_student_is_graded(graded):
     """Does every student, hostile or not, end up in the gradebook, the CSV and the feedback?"""
     course, summary, sc, _ = graded
-    students = {"honest", "slips", *HOSTILE}
+    students = {"honest", "slips", "chunky", *HOSTILE}
     assert set(summary["graded"]) == students and not summary["failed"]
     with open(course.grades_csv, encoding="utf-8") as fh:
         assert {row["student_id"] for row in csv.DictReader(fh)} == students
-    for s in students - {"invalid-json"}:
+    for s in students - {"invalid-json", "chunky"}:  # these two hand in no 02
         assert (course.feedback / s / "lesson" / f"{NB}.html").exists(), s
 
 

@@ -62,8 +62,9 @@ def classroom_dir(tmp_path_factory):
 def serial_and_parallel(tmp_path_factory, classroom_dir):
     serial = Course(course_copy(tmp_path_factory.mktemp("serial"), NOTEBOOKS))
     parallel = Course(course_copy(tmp_path_factory.mktemp("parallel"), NOTEBOOKS))
-    grade(classroom_dir, root=serial.root, jobs=1, timeout=5, quiet=True)
-    grade(classroom_dir, root=parallel.root, jobs=2, timeout=5, quiet=True)
+    for course, jobs in ((serial, 1), (parallel, 2)):
+        summary = grade(classroom_dir, root=course.root, jobs=jobs, timeout=5, quiet=True)
+        assert summary["kernels"]["fresh"] == 0 and summary["kernels"]["forked"] >= 8, summary  # warm kernels
     return serial, parallel
 
 
@@ -75,6 +76,20 @@ def test_parallel_equals_serial(serial_and_parallel):
     for key in a:
         assert a[key] == b[key], key
     assert ("p2", "01-two-rank-update", "answer_bug", "kernel_died") in a["flags"]
+
+
+def test_warm_kernels_grade_exactly_like_fresh_kernels(tmp_path, classroom_dir, serial_and_parallel):
+    """With ``fork_kernels = False`` (every kernel started from scratch, as stock nbgrader does), is every output the same?"""
+    fresh = Course(course_copy(tmp_path / "fresh", NOTEBOOKS))
+    with open(fresh.config_file, "a", encoding="utf-8") as fh:
+        fh.write("\nc.ResilientExecute.fork_kernels = False\n")
+    summary = grade(classroom_dir, root=fresh.root, jobs=2, timeout=5, quiet=True)
+    assert summary["kernels"]["forked"] == 0 and summary["kernels"]["fresh"] >= 8, summary
+    serial, _ = serial_and_parallel
+    a, b = _outputs(serial), _outputs(fresh)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key] == b[key], key
 
 
 def test_one_broken_student_does_not_block_the_others(serial_and_parallel):

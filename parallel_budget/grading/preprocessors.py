@@ -5,6 +5,8 @@
   notebook: the cell gets an error output naming what happened (so it scores
   0), a fresh kernel replays the cells before it, and grading continues with
   the next cell.  Questions the student did not break keep their score.
+  Kernels are forked from a warm fork server (:mod:`.forkserver`) unless
+  ``c.ResilientExecute.fork_kernels = False``.
 * :class:`LimitOutputSize` -- caps the characters of every output of a cell
   (nbgrader's ``LimitOutput`` only counts lines, so one 100 MB line passes).
 """
@@ -14,9 +16,10 @@ from __future__ import annotations
 import copy
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from jupyter_core.utils import run_sync
 from nbclient.client import NotebookClient
 from nbformat.notebooknode import NotebookNode
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
@@ -34,6 +37,27 @@ class ResilientExecute(Execute):
     max_kernel_restarts = Integer(
         3, help="Kernel restarts allowed per notebook before the remaining cells are marked failed."
     ).tag(config=True)
+
+    fork_kernels = Bool(
+        True, help="Fork each kernel from a process that has already imported ipykernel and the course "
+                   "package (parallel_budget.grading.forkserver) instead of starting Python afresh."
+    ).tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.fork_kernels:
+            from .forkserver import kernel_manager_class
+
+            self.kernel_manager_class = kernel_manager_class()
+
+    async def async_start_new_kernel(self, **kwargs):
+        from .forkserver import ForkedKernel, launches
+
+        await super().async_start_new_kernel(**kwargs)
+        forked = isinstance(getattr(self.km.provisioner, "process", None), ForkedKernel)
+        launches["forked" if forked else "fresh"] += 1
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
 
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)

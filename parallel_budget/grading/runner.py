@@ -311,7 +311,10 @@ def grade_student(task: dict) -> dict:
 
     from . import integrity
 
+    from . import forkserver
+
     started = time.monotonic()
+    kernels_before = dict(forkserver.launches)
     course = Course(task["root"])
     student, assignment = task["student"], task["assignment"]
     shard = Path(task["shard"])
@@ -378,6 +381,7 @@ def grade_student(task: dict) -> dict:
     except Exception:
         result["errors"].append(traceback.format_exc(limit=6))
     result["seconds"] = round(time.monotonic() - started, 3)
+    result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkserver.launches.items()}
     if result["ok"]:
         done = dict(result, digest=task["digest"], base=task["base"])
         (shard / "done.tmp").write_text(json.dumps(done, ensure_ascii=False))
@@ -630,9 +634,10 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         else:
             export(course)
         shutil.rmtree(course.work / "base", ignore_errors=True)
-    summary = {"graded": [r["student"] for r in ok], "failed": failed,
+    kernels = {kind: sum(r.get("kernels", {}).get(kind, 0) for r in results) for kind in ("forked", "fresh")}
+    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels,
                "skipped": len(found) - len(todo), "seconds": round(time.monotonic() - started, 2)}
     say(f"完成:评分 {len(ok)} 人,失败 {len(failed)} 人{('(' + ', '.join(failed) + ')') if failed else ''},"
-        f"用时 {summary['seconds']} s。成绩:{course.grades_csv.relative_to(course.root)};"
+        f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。成绩:{course.grades_csv.relative_to(course.root)};"
         f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
     return summary
