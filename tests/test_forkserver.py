@@ -124,6 +124,26 @@ def test_dead_kernel_reports_its_exit_code_and_interrupt_works(tmp_path, warm):
     assert asyncio.run(scenario()) == 7
 
 
+def test_a_kernel_that_breaks_its_fork_server_only_hurts_itself(tmp_path, warm, monkeypatch):
+    """A student's kernel kills or stops the fork server: the next kernels still start, from a new server."""
+    from nbclient.exceptions import DeadKernelError
+
+    monkeypatch.setattr(forkserver, "REQUEST_TIMEOUT", 2.0)
+    forkserver.discard()
+    killed = forkserver.server().process.pid
+    with pytest.raises(DeadKernelError):  # it dies with its server
+        _run(["import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(5)"], warm, tmp_path)
+    assert _run(["import os; print(os.getppid())"], warm, tmp_path) == [f"{forkserver.server().process.pid}\n"]
+    assert forkserver.server().process.pid != killed
+
+    stopped = forkserver.server().process.pid
+    _run(["import os, signal; os.kill(os.getppid(), signal.SIGSTOP)"], warm, tmp_path)
+    # the stopped server times out: this kernel starts from scratch, the stopped server is killed
+    assert _run(["import os; print(os.getppid())"], warm, tmp_path) == [f"{os.getpid()}\n"]
+    assert _state(stopped) in ("gone", "Z")
+    assert _run(["import os; print(os.getppid())"], warm, tmp_path) == [f"{forkserver.server().process.pid}\n"]
+
+
 def test_kernels_it_cannot_reproduce_start_the_usual_way(warm):
     """Another interpreter, another module or another environment: no fork."""
     srv = forkserver.server()

@@ -68,6 +68,7 @@ PER_KERNEL_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "JPY_INTERRUPT_EVENT", "
 # Single-threaded BLAS while preloading, so the fork server has no thread to lose at fork().
 _SERVER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _MAX_MESSAGE = 1 << 20
+REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the server is given up
 _SERVER_CWD = "/"  # nothing importable from the caller's folder shadows the preloaded modules
 _PR_SET_PDEATHSIG = 1
 log = logging.getLogger("parallel_budget.grading")
@@ -258,7 +259,7 @@ class ForkServer:
             self.close()
             raise ForkServerError(f"fork server exited with {self.process.wait()}")
         self.threads = hello["threads"]
-        self._sock.settimeout(10.0)
+        self._sock.settimeout(REQUEST_TIMEOUT)
 
     def accepts(self, cmd: list, env: dict) -> bool:
         """Whether ``cmd``/``env`` is a kernel this server can fork (else launch it normally)."""
