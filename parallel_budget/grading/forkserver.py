@@ -5,9 +5,10 @@ ipykernel, IPython and (in the first test cell) this package with pint, before i
 runs one line of a student's notebook; with five notebooks per student that import
 time dominates grading.  This module starts one *fork server* per grading process.
 The fork server imports all of that once and never runs student code.  For every
-kernel nbclient asks for, it ``fork()``\\ s a child that becomes exactly what
+kernel nbclient asks for, it ``fork()``\\ s a child that becomes what
 ``python -m ipykernel_launcher -f <connection file>`` would have been: its own
-process, session and working directory, the kernel's environment, a fresh RNG.
+process, session and working directory, the kernel's environment (plus what the
+preloaded imports wrote into theirs), a freshly seeded RNG.
 Nothing flows back from a child to the fork server, so one notebook cannot affect
 the next one (copy-on-write memory; the server's socket is closed in the child).
 
@@ -302,8 +303,10 @@ launches: collections.Counter = collections.Counter()  # kernels graded in this 
 def server() -> ForkServer | None:
     """This process's fork server, started on first use; None if it cannot run here."""
     global _server, _server_failed
-    if _server is not None and _server.owner == os.getpid() and _server.process.poll() is None:
-        return _server
+    if _server is not None and _server.owner == os.getpid():
+        if _server.process.poll() is None:
+            return _server
+        _server.close()  # it died (a student's kernel may have killed it): start another
     if _server_failed or not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
         return None
     try:
