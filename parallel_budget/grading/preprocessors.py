@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from jupyter_core.utils import run_sync
 from nbclient.client import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Integer
 

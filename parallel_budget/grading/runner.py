@@ -309,9 +309,7 @@ def grade_student(task: dict) -> dict:
     """Grade one student in a shard of their own (runs in a worker process)."""
     import nbformat
 
-    from . import integrity
-
-    from . import forkserver
+    from . import forkserver, integrity
 
     started = time.monotonic()
     kernels_before = dict(forkserver.launches)
@@ -638,6 +636,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels,
                "skipped": len(found) - len(todo), "seconds": round(time.monotonic() - started, 2)}
     say(f"完成:评分 {len(ok)} 人,失败 {len(failed)} 人{('(' + ', '.join(failed) + ')') if failed else ''},"
-        f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。成绩:{course.grades_csv.relative_to(course.root)};"
+        f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。"
+        f"成绩:{course.grades_csv.relative_to(course.root)};"
         f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
     return summary
