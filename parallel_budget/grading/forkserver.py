@@ -265,8 +265,7 @@ class ForkServer:
     def accepts(self, cmd: list, env: dict) -> bool:
         """Whether ``cmd``/``env`` is a kernel this server can fork (else launch it normally)."""
         return (len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1:3] == ["-m", "ipykernel_launcher"]
-                and {k: v for k, v in env.items() if k not in PER_KERNEL_ENV} == self.env
-                and self.process.poll() is None)
+                and {k: v for k, v in env.items() if k not in PER_KERNEL_ENV} == self.env)
 
     def launch(self, cmd: list, env: dict, cwd) -> ForkedKernel:
         request = {"op": "launch", "argv": list(cmd), "env": dict(env), "cwd": str(cwd) if cwd else None}
