@@ -3,23 +3,21 @@
 "四张卡,为什么既没省四倍内存,也没快四倍?" -- every number in the book, the
 in-page calculators, the grader and the labs comes from these functions.
 
-Modules, one concept each:
+Subpackages, one concern each (a module per concept inside):
 
-* :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
-* :mod:`.update`        one data-parallel update, sum vs mean
-* :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
-* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
-* :mod:`.memory`        ZeRO resident model-state table
-* :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
-* :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
-* :mod:`.figures`       build-time matplotlib figures of the chapters (import explicitly)
-* :mod:`.widgets`       ipywidgets recompute panels for JupyterLab (import explicitly)
-* :mod:`.labs`          optional CPU labs on real torch.distributed processes (import explicitly)
+* :mod:`.model`    the quantitative model: units, update, communication, steptime,
+                   memory, parallelism, protocol.  Every formula lives here; the
+                   public names are re-exported below (``pb.ring_allreduce``).
+* :mod:`.book`     book-side code: page helpers, figures, ipywidgets panels, the
+                   calculators' Python side and their shared test vectors, the
+                   Sphinx extension (import explicitly).
+* :mod:`.grading`  nbgrader autograding (import explicitly).
+* :mod:`.labs`     optional CPU labs on real torch.distributed processes (import explicitly).
 """
 
-from .communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
-from .memory import ZeroMemory, ZeroTable, zero_memory, zero_table
-from .parallelism import (
+from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
+from .model.memory import ZeroMemory, ZeroTable, zero_memory, zero_table
+from .model.parallelism import (
     PipelineBubble,
     PipelineSchedule,
     TensorParallelComm,
@@ -28,10 +26,10 @@ from .parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
-from .protocol import CollectiveCheck, check_collectives
-from .steptime import StepTime, StragglerWait, step_time, straggler_wait
-from .units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
-from .update import DataParallelUpdate, data_parallel_update
+from .model.protocol import CollectiveCheck, check_collectives
+from .model.steptime import StepTime, StragglerWait, step_time, straggler_wait
+from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
+from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,7 @@ import pytest
 from playwright import sync_api as playwright_api
 
 import parallel_budget as pb
-from parallel_budget.calculators import evaluate
+from parallel_budget.book.calculators import evaluate
 from serve import LOCAL_HOSTS, launch, serve
 
 pytestmark = pytest.mark.slow

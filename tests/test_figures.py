@@ -8,8 +8,8 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import parallel_budget as pb  # noqa: E402
-from parallel_budget import figures  # noqa: E402
-from parallel_budget.units import fmt  # noqa: E402
+from parallel_budget.book import figures  # noqa: E402
+from parallel_budget.model.units import fmt  # noqa: E402
 
 
 def texts(fig):
@@ -78,7 +78,7 @@ def test_timeline_draws_exposed_comm_where_step_time_says():
 
 def test_missing_glyph_fails_instead_of_drawing_boxes():
     """After use_cjk_font(), does a glyph no font has raise rather than draw a box?"""
-    from parallel_budget.pages import use_cjk_font
+    from parallel_budget.book.pages import use_cjk_font
 
     use_cjk_font()
     import matplotlib.pyplot as plt
@@ -94,7 +94,7 @@ def test_missing_glyph_fails_instead_of_drawing_boxes():
 
 def test_no_cjk_font_is_a_clear_error(monkeypatch):
     """Without any CJK font, is the message about installing fonts-noto-cjk?"""
-    from parallel_budget import pages
+    from parallel_budget.book import pages
 
     monkeypatch.setattr(pages, "CJK_FONTS", ("No Such Font",))
     with warnings.catch_warnings(), pytest.raises(RuntimeError, match="fonts-noto-cjk"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from conftest import ROOT
-from parallel_budget import sphinxext
+from parallel_budget.book import sphinxext
 
 ASSETS = ROOT / "book" / "_static" / "calc"
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from parallel_budget import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent
-from parallel_budget.units import as_count, as_fraction
+from parallel_budget.model.units import as_count, as_fraction
 
 
 def test_decimal_binary_and_bits_are_distinct():

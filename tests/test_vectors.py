@@ -10,16 +10,16 @@ import pytest
 
 import parallel_budget as pb
 from conftest import ROOT
-from parallel_budget import vectors
-from parallel_budget.calculators import FIELDS, evaluate
+from parallel_budget.book import vectors
+from parallel_budget.book.calculators import FIELDS, evaluate
 
 VECTORS = ROOT / "tests" / "vectors" / "calculators.json"
 
 
 def test_vector_file_is_not_stale():
-    """Is tests/vectors/calculators.json what `python -m parallel_budget.vectors` writes now?"""
+    """Is tests/vectors/calculators.json what `python -m parallel_budget.book.vectors` writes now?"""
     assert VECTORS.read_text(encoding="utf-8") == vectors.dumps(vectors.build()), (
-        "tests/vectors/calculators.json is stale: run `python -m parallel_budget.vectors`"
+        "tests/vectors/calculators.json is stale: run `python -m parallel_budget.book.vectors`"
     )
 
 
@@ -77,7 +77,7 @@ def test_unknown_calculator_is_refused():
 
 
 def test_generator_writes_a_file(tmp_path):
-    """Does `python -m parallel_budget.vectors <path>` write the same JSON there?"""
+    """Does `python -m parallel_budget.book.vectors <path>` write the same JSON there?"""
     out = tmp_path / "v.json"
     assert vectors.main([str(out)]) == 0
     assert out.read_text(encoding="utf-8") == VECTORS.read_text(encoding="utf-8")

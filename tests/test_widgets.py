@@ -5,8 +5,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import parallel_budget as pb  # noqa: E402
-from parallel_budget import widgets  # noqa: E402
-from parallel_budget.units import fmt, fmt_percent  # noqa: E402
+from parallel_budget.book import widgets  # noqa: E402
+from parallel_budget.model.units import fmt, fmt_percent  # noqa: E402
 
 
 def test_ring_panel_starts_at_the_lesson_example_and_follows_inputs():

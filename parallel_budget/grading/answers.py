@@ -26,7 +26,7 @@ import sys
 
 import pint
 
-from ..units import Q_, parse
+from ..model.units import Q_, parse
 
 # Unit suffixes of answer names -> (kind for units.parse, unit the bare number is in).
 SUFFIX_UNITS = {

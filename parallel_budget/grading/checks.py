@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .answers import AnswerError, describe, read_answer
 from .diagnose import Expected, diagnose
-from ..units import fmt
+from ..model.units import fmt
 
 RECEIPT = "✔ 检查通过"
 _print = print

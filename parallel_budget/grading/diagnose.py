@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..communication import ring_allreduce, ring_send_factor
-from ..memory import zero_memory, zero_table
-from ..parallelism import pipeline_bubble
-from ..steptime import step_time
-from ..units import Q_, as_bandwidth, as_bytes, fmt
-from ..update import data_parallel_update
+from ..model.communication import ring_allreduce, ring_send_factor
+from ..model.memory import zero_memory, zero_table
+from ..model.parallelism import pipeline_bubble
+from ..model.steptime import step_time
+from ..model.units import Q_, as_bandwidth, as_bytes, fmt
+from ..model.update import data_parallel_update
 
 # The slips the issue names, with the feedback sentence each one gets.
 MISTAKES = {
@@ -119,7 +119,7 @@ def dp_weight(w, grads, lr) -> Expected:
 
 
 def _step_variants(compute_single, ranks, comm):
-    from ..units import as_time
+    from ..model.units import as_time
 
     c = as_time(comm)
     return (

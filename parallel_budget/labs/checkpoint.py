@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 
 from .report import Report, Row, fmt_diff
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "checkpoint"
 TITLE = "实验 8:分片 checkpoint:崩溃留下混合步数,加载器拒绝,并从共同的最新步恢复"

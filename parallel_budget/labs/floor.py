@@ -10,7 +10,8 @@ import sys
 import time
 
 from .report import Report, Row
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "floor"
 TITLE = "基准:导入 torch、加入 gloo 进程组、退出"

@@ -33,7 +33,8 @@ import sys
 import time
 
 from .report import Report, Row
-from .runtime import HangDetected, Option, main
+from .cli import main
+from .runtime import HangDetected, Option
 
 NAME = "hang"
 TITLE = "实验 7:四种挂起:在短超时内发现,并验证修复"
@@ -213,7 +214,7 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..protocol import check_collectives
+    from ..model.protocol import check_collectives
 
     T = opts["detect_timeout"]
     bad = ranks - 1

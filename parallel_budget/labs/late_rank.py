@@ -18,7 +18,8 @@ import sys
 import time
 
 from .report import Report, Row
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "late_rank"
 TITLE = "实验 6:一个 rank 晚到,其他 rank 在集体通信里等多久?"
@@ -69,8 +70,8 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..steptime import straggler_wait
-    from ..units import Q_, fmt
+    from ..model.steptime import straggler_wait
+    from ..model.units import Q_, fmt
 
     slow = slow_rank_of(opts, ranks)
     comm = max(r["comm"] for r in results)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pint
 
-from ..units import Q_, fmt
+from ..model.units import Q_, fmt
 from .report import Report, render_html, render_text
 from .runtime import LEDGER_NS, RESULT_KEY, STORE_PREFIX, TIME_KEY, validate_options
 

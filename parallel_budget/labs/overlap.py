@@ -23,7 +23,8 @@ import sys
 import time
 
 from .report import Report, Row
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "overlap"
 TITLE = "实验 3:DDP 分桶与重叠:多少通信藏在反向传播后面?"
@@ -108,8 +109,8 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..steptime import step_time
-    from ..units import Q_, fmt, fmt_percent
+    from ..model.steptime import step_time
+    from ..model.units import Q_, fmt, fmt_percent
 
     rows, facts = [], []
     n_params = results[0]["params"]

@@ -20,7 +20,8 @@ import statistics
 import sys
 
 from .report import Report, Row, fmt_diff
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "ring_allreduce"
 TITLE = "实验 2:用 send/recv 手写 ring all-reduce"
@@ -42,12 +43,12 @@ def ring_allreduce_sendrecv(dist, tensor, rank, world):
     """Sum ``tensor`` over all ranks in place with a ring; return (bytes sent, bytes received, rounds).
 
     Which chunk goes where in each round comes from the package's
-    :func:`~parallel_budget.communication.ring_schedule`: rank r sends its
+    :func:`~parallel_budget.model.communication.ring_schedule`: rank r sends its
     scheduled chunk to r+1 and receives, from r-1, the chunk r-1 is scheduled to send.
     """
     import torch
 
-    from ..communication import ring_schedule
+    from ..model.communication import ring_schedule
 
     chunks = tensor.view(world, -1)
     buf = torch.empty_like(chunks[0])
@@ -109,8 +110,8 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..communication import ring_allreduce, ring_send_factor
-    from ..units import Q_, fmt
+    from ..model.communication import ring_allreduce, ring_send_factor
+    from ..model.units import Q_, fmt
 
     G = results[0]["bytes"]
     t_p2p = results[1]["t_p2p"] if ranks > 1 else 0.0

@@ -1,6 +1,7 @@
-"""Worker side of the labs: options, joining the group, a call ledger, ``main()``.
+"""Rank side of the labs: options, joining the group, a call ledger.
 
-Every lab module ends with ``if __name__ == "__main__": main(sys.modules[__name__])``.
+Every lab module ends with ``if __name__ == "__main__": main(sys.modules[__name__])``
+(:func:`.cli.main`).
 :func:`main` then works in three situations without any change to the lab:
 
 * started by :func:`parallel_budget.labs.run_lab` (env ``PB_LAB_RUN_ID`` set):
@@ -23,7 +24,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -284,57 +284,3 @@ class CallLedger:
 
     def mark_exit(self) -> None:
         self.store.set(f"{self.ns}/exit/{self.rank}", str(self.count))
-
-
-# ------------------------------------------------------------------ main
-
-def collect_results(store, world_size: int, timeout: float) -> list:
-    """Every rank's published result (None for a rank that published nothing)."""
-    out = []
-    deadline = time.monotonic() + timeout
-    for r in range(world_size):
-        key = RESULT_KEY.format(rank=r)
-        while not store.check([key]) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        out.append(json.loads(store.get(key)) if store.check([key]) else None)
-    return out
-
-
-def main(module, argv=None) -> None:
-    """Entry point of every lab module (see the module docstring)."""
-    try:
-        args, opts = parse_cli(module, argv)
-        if "RANK" in os.environ and hasattr(module, "validate"):
-            module.validate(opts, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError as exc:  # a bad option: say so, no traceback
-        print(exc, file=sys.stderr)
-        sys.exit(2)
-    if "RANK" not in os.environ:
-        from .launcher import LabError, run_lab
-
-        try:
-            result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
-        except (ValueError, LabError) as exc:
-            print(exc, file=sys.stderr)
-            sys.exit(1)
-        print(result.text())
-        return
-    t_start = time.monotonic()
-    ctx = Context(collective_timeout=float(opts.get("collective_timeout", 30.0)))
-    t_joined = time.monotonic()
-    status = 0
-    try:
-        value = module.worker(ctx, opts)
-        ctx.store.set(TIME_KEY.format(rank=ctx.rank), json.dumps(
-            {"join": t_joined - t_start, "work": time.monotonic() - t_joined}))
-        ctx.publish(value)
-    except Exception:
-        traceback.print_exc()
-        status = 1
-    if status == 0 and ctx.rank == 0 and not os.environ.get("PB_LAB_RUN_ID"):
-        # torchrun: rank 0 prints the table the launcher would have shown.
-        results = collect_results(ctx.store, ctx.world_size, timeout=ctx.timeout.total_seconds())
-        print(module.summarize(results, opts, ctx.world_size).text(), flush=True)
-    ctx.close()
-    sys.stdout.flush()
-    sys.exit(status)

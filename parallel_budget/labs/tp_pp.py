@@ -24,7 +24,8 @@ import sys
 import time
 
 from .report import Report, Row, fmt_diff
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "tp_pp"
 TITLE = "实验 5:张量并行等于完整矩阵乘;流水线的空闲符合气泡公式吗?"
@@ -100,9 +101,9 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..communication import ring_send_factor
-    from ..parallelism import pipeline_bubble, pipeline_schedule
-    from ..units import Q_, fmt, fmt_percent
+    from ..model.communication import ring_send_factor
+    from ..model.parallelism import pipeline_bubble, pipeline_schedule
+    from ..model.units import Q_, fmt, fmt_percent
 
     tp = {k: max(r["tp"][k] for r in results) for k in ("column", "row", "mlp")}
     msg = results[0]["tp"]["message_bytes"]

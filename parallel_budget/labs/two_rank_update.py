@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 
 from .report import Report, Row, fmt_diff
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "two_rank_update"
 TITLE = "实验 1:两个 rank 的一次更新 = 单进程的一次更新?"
@@ -125,7 +126,7 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..update import data_parallel_update
+    from ..model.update import data_parallel_update
 
     lr = opts["lr"]
     rows, facts = [], {}

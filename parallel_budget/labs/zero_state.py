@@ -19,7 +19,8 @@ from __future__ import annotations
 import sys
 
 from .report import Report, Row, fmt_diff
-from .runtime import Option, main
+from .cli import main
+from .runtime import Option
 
 NAME = "zero_state"
 TITLE = "实验 4:ZeroRedundancyOptimizer 与普通 Adam:每个 rank 存多少优化器状态?"
@@ -89,8 +90,8 @@ def worker(ctx, opts) -> dict:
 
 
 def summarize(results, opts, ranks) -> Report:
-    from ..memory import zero_memory
-    from ..units import Q_, fmt
+    from ..model.memory import zero_memory
+    from ..model.units import Q_, fmt
 
     P = results[0]["params"]
     rows, facts = [], {"params": P}

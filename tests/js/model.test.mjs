@@ -29,7 +29,7 @@ test('the vector file has at least 200 cases, valid and invalid', () => {
   assert.ok(data.cases.filter((c) => c.errors).length >= 50);
 });
 
-test('fields and limits are the same as parallel_budget.calculators.FIELDS', () => {
+test('fields and limits are the same as parallel_budget.book.calculators.FIELDS', () => {
   assert.deepEqual(FIELDS, data.fields);
 });
 

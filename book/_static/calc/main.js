@@ -1,4 +1,4 @@
-// Entry point of the course's in-page tools, added by parallel_budget.sphinxext to the
+// Entry point of the course's in-page tools, added by parallel_budget.book.sphinxext to the
 // pages that mount them, after model.js, ui.js and record.js (all deferred, in order).
 // Classic scripts rather than ES modules: browsers refuse module scripts from file://,
 // and the site must work when opened straight from disk.

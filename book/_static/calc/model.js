@@ -13,7 +13,7 @@ const f = (name, kind, def, min = null, max = null, o = {}) => ({
   unit: o.unit || null, optional: !!o.optional,
 });
 
-// Same fields and limits as parallel_budget.calculators.FIELDS (checked by the vectors).
+// Same fields and limits as parallel_budget.book.calculators.FIELDS (checked by the vectors).
 const FIELDS = {
   update: [
     f('grads', 'list', '2, 6', -1e12, 1e12, { options: [2, 8] }),

@@ -16,13 +16,13 @@ import html
 
 import ipywidgets as widgets
 
-from .communication import ring_allreduce
-from .memory import zero_table
-from .parallelism import pipeline_bubble, pipeline_schedule, tp_allreduce
-from .steptime import step_time
-from .protocol import check_collectives
-from .units import fmt, fmt_percent
-from .update import REDUCTIONS, data_parallel_update
+from ..model.communication import ring_allreduce
+from ..model.memory import zero_table
+from ..model.parallelism import pipeline_bubble, pipeline_schedule, tp_allreduce
+from ..model.steptime import step_time
+from ..model.protocol import check_collectives
+from ..model.units import fmt, fmt_percent
+from ..model.update import REDUCTIONS, data_parallel_update
 
 _STYLE = {"description_width": "11em"}
 _LAYOUT = widgets.Layout(width="28em")

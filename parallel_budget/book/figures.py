@@ -4,7 +4,7 @@ Each function takes results the package already computed (a ring schedule, a
 :class:`StepTime`, a :class:`ZeroTable`, a :class:`PipelineSchedule`, a
 :class:`CollectiveCheck`) and only draws them: no formula is evaluated here.
 Every function configures the CJK font through
-:func:`parallel_budget.pages.use_cjk_font` and draws the canvas before
+:func:`parallel_budget.book.pages.use_cjk_font` and draws the canvas before
 returning, so a glyph missing from the font raises inside the cell that asked
 for the figure and fails the book build instead of drawing boxes.
 """
@@ -12,7 +12,7 @@ for the figure and fails the book build instead of drawing boxes.
 from __future__ import annotations
 
 from .pages import use_cjk_font
-from .units import fmt, fmt_percent
+from ..model.units import fmt, fmt_percent
 
 # One palette for the whole book (colour-blind safe, Okabe-Ito).
 BLUE, ORANGE, GREEN, VERMILION, PURPLE, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#BBBBBB"
@@ -156,7 +156,7 @@ def zero_bars_figure(table, device_memory=None):
     ``table`` is :func:`parallel_budget.zero_table`'s result; ``device_memory``
     (optional, e.g. ``"8 GB"``) draws a dashed line at a device's capacity.
     """
-    from .units import as_bytes
+    from ..model.units import as_bytes
 
     fig, ax = _new(6.4, 3.8)
     gb = lambda q: q.to("GB").magnitude  # noqa: E731 (unit conversion only)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import re
 
-from .communication import ring_allreduce
-from .memory import zero_table
-from .parallelism import pipeline_bubble, pipeline_schedule, tp_allreduce
-from .steptime import step_time
-from .units import as_params, parse
-from .update import REDUCTIONS, data_parallel_update
+from ..model.communication import ring_allreduce
+from ..model.memory import zero_table
+from ..model.parallelism import pipeline_bubble, pipeline_schedule, tp_allreduce
+from ..model.steptime import step_time
+from ..model.units import as_params, parse
+from ..model.update import REDUCTIONS, data_parallel_update
 
 NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
 LIST_SEP = re.compile(r"[\s,,、;;]+")

@@ -1,0 +1,69 @@
+"""Command-line entry of every lab: ``if __name__ == "__main__": main(sys.modules[__name__])``.
+
+:func:`main` works in the three situations described in :mod:`.runtime`: under
+our launcher, under ``torchrun`` (rank 0 prints the table), or started by hand
+without ``RANK`` (it becomes the launcher).  It lives apart from :mod:`.runtime`
+so that the rank side never imports the launcher and the launcher imports only
+the rank side's constants: no import circle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+from .launcher import LabError, run_lab
+from .runtime import RESULT_KEY, TIME_KEY, Context, parse_cli
+
+
+def collect_results(store, world_size: int, timeout: float) -> list:
+    """Every rank's published result (None for a rank that published nothing)."""
+    out = []
+    deadline = time.monotonic() + timeout
+    for r in range(world_size):
+        key = RESULT_KEY.format(rank=r)
+        while not store.check([key]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        out.append(json.loads(store.get(key)) if store.check([key]) else None)
+    return out
+
+
+def main(module, argv=None) -> None:
+    """Entry point of every lab module (see the module docstring)."""
+    try:
+        args, opts = parse_cli(module, argv)
+        if "RANK" in os.environ and hasattr(module, "validate"):
+            module.validate(opts, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError as exc:  # a bad option: say so, no traceback
+        print(exc, file=sys.stderr)
+        sys.exit(2)
+    if "RANK" not in os.environ:
+        try:
+            result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
+        except (ValueError, LabError) as exc:
+            print(exc, file=sys.stderr)
+            sys.exit(1)
+        print(result.text())
+        return
+    t_start = time.monotonic()
+    ctx = Context(collective_timeout=float(opts.get("collective_timeout", 30.0)))
+    t_joined = time.monotonic()
+    status = 0
+    try:
+        value = module.worker(ctx, opts)
+        ctx.store.set(TIME_KEY.format(rank=ctx.rank), json.dumps(
+            {"join": t_joined - t_start, "work": time.monotonic() - t_joined}))
+        ctx.publish(value)
+    except Exception:
+        traceback.print_exc()
+        status = 1
+    if status == 0 and ctx.rank == 0 and not os.environ.get("PB_LAB_RUN_ID"):
+        # torchrun: rank 0 prints the table the launcher would have shown.
+        results = collect_results(ctx.store, ctx.world_size, timeout=ctx.timeout.total_seconds())
+        print(module.summarize(results, opts, ctx.world_size).text(), flush=True)
+    ctx.close()
+    sys.stdout.flush()
+    sys.exit(status)

@@ -1,0 +1,14 @@
+"""The quantitative model of the course: every formula, one module per concept.
+
+* :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
+* :mod:`.update`        one data-parallel update, sum vs mean
+* :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
+* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
+* :mod:`.memory`        ZeRO resident model-state table
+* :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
+* :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
+
+Modules here import only each other (and pint); nothing in this subpackage
+knows about the book, the grader or the labs.  ``parallel_budget`` re-exports
+the public names.
+"""
