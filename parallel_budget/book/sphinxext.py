@@ -9,11 +9,18 @@ and a stylesheet) are added only to pages that mount them, i.e. whose body holds
 ``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
 not ES modules, because browsers refuse module scripts from ``file://`` and the
 site must work when opened straight from disk.
+
+Never stale (issue 16): every page that imports the package depends, through
+Sphinx's ``env.note_dependency``, on the package files it needs
+(:mod:`.builddeps`), so editing a formula re-reads, and so re-executes, exactly
+the pages that import it; a prose edit re-executes only its own page.
 """
 
 from __future__ import annotations
 
 import re
+
+from . import builddeps
 
 # Deferred classic scripts run in this order: model, then the views, then main mounts them.
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
@@ -40,7 +47,15 @@ def _add_tools(app, pagename, templatename, context, doctree):
             app.add_js_file(js, defer="defer")
 
 
+def _note_package_dependencies(app, docname, source):
+    """Make a page that imports parallel_budget outdated whenever a package file it needs changes."""
+    assert app.env.docname == docname  # note_dependency notes for the page being read
+    for path in sorted(builddeps.page_dependencies(source[0])):
+        app.env.note_dependency(str(path))
+
+
 def setup(app):
+    app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
