@@ -53,7 +53,7 @@ FIELDS = {
         _f("bw_unit", "select", "GB/s", options=["GB/s", "Gb/s"]),
         _f("compute", "num", "400", 0, 1e7, lo_open=True),  # ms on one device
         _f("overlap", "num", "0", 0, 1),
-        _f("backward_share", "num", "0.667", 0, 1),  # step_time's BACKWARD_SHARE = 2/3, rounded for the form
+        _f("backward_ratio", "num", "2", 0, 1e3),  # backward / forward time; share = r / (1 + r), 2 -> 2/3
         _f("last_bucket", "num", "0", 0, 1e7),  # ms, always exposed
     ],
     "zero": [
@@ -71,7 +71,7 @@ FIELDS = {
         _f("stage_times", "list", "", 0, 1e6, lo_open=True, optional=True),  # ms per stage
     ],
     "tp": [
-        _f("batch", "int", "4", 1, 100000),
+        _f("batch", "int", "8", 1, 100000),  # the chapter's example: pb.tp_allreduce(8, 2048, 4096, 4, 32)
         _f("seq", "int", "2048", 1, 10000000),
         _f("hidden", "int", "4096", 1, 1000000),
         _f("tp", "int", "4", 1, 1024),
@@ -143,7 +143,8 @@ def _ring(v):
     grad = _quantity(v, "grad", "grad_unit", "bytes")
     bw = _quantity(v, "bandwidth", "bw_unit", "bandwidth")
     r = ring_allreduce(int(v["ranks"]), grad, bw)
-    s = step_time(v["compute"] / 1000, r.ranks, r.lower_bound, v["overlap"], v["backward_share"], v["last_bucket"] / 1000)
+    s = step_time(v["compute"] / 1000, r.ranks, r.lower_bound, v["overlap"],
+                  v["backward_ratio"] / (1 + v["backward_ratio"]), v["last_bucket"] / 1000)
     return {
         "grad": grad, "bandwidth": bw, "chunk": r.chunk.magnitude, "rounds": r.steps,
         "send_per_rank": r.send_per_rank.magnitude, "recv_per_rank": r.recv_per_rank.magnitude,

@@ -29,7 +29,7 @@ const FIELDS = {
     f('bw_unit', 'select', 'GB/s', null, null, { options: ['GB/s', 'Gb/s'] }),
     f('compute', 'num', '400', 0, 1e7, { open: 1 }),
     f('overlap', 'num', '0', 0, 1),
-    f('backward_share', 'num', '0.667', 0, 1),
+    f('backward_ratio', 'num', '2', 0, 1e3),
     f('last_bucket', 'num', '0', 0, 1e7),
   ],
   zero: [
@@ -47,7 +47,7 @@ const FIELDS = {
     f('stage_times', 'list', '', 0, 1e6, { open: 1, optional: 1 }),
   ],
   tp: [
-    f('batch', 'int', '4', 1, 100000),
+    f('batch', 'int', '8', 1, 100000),
     f('seq', 'int', '2048', 1, 10000000),
     f('hidden', 'int', '4096', 1, 1000000),
     f('tp', 'int', '4', 1, 1024),
@@ -271,7 +271,7 @@ const COMPUTE = {
     const grad = quantity(v, 'grad', 'grad_unit', 'bytes');
     const bandwidth = quantity(v, 'bandwidth', 'bw_unit', 'bandwidth');
     const r = ringAllreduce(v.ranks, grad, bandwidth);
-    return { grad, bandwidth, ...r, ...stepTime(v.compute / 1000, v.ranks, r.lower_bound, v.overlap, v.backward_share, v.last_bucket / 1000) };
+    return { grad, bandwidth, ...r, ...stepTime(v.compute / 1000, v.ranks, r.lower_bound, v.overlap, v.backward_ratio / (1 + v.backward_ratio), v.last_bucket / 1000) };
   },
   zero(v) {
     const memory = quantity(v, 'memory', 'memory_unit', 'bytes');
