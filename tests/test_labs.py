@@ -118,6 +118,31 @@ def test_hang_variants_detected_and_fixed_on_four_ranks(lab):
     assert "已退出" in phases[("exit", "broken")]["messages"][0]
     assert phases[("exit", "broken")]["detected_by"] == [0, 1, 2]
     assert all(row.ok for row in r.rows)  # detected where check_collectives predicts the first mismatch
+    # PyTorch's own diagnosis beside the ledger
+    torch_rows = phases[("torch", "diagnosis")]
+    assert all(d["raised"] and "mismatch" in d["message"] for d in torch_rows["detail"])
+    assert "TensorShape=[1]" in torch_rows["detail"][0]["message"]
+    assert "Ranks 3 failed to pass monitoredBarrier" in torch_rows["monitored"][0]["message"]
+    text = r.text()
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" in text and "TORCH_NCCL_DUMP_ON_TIMEOUT" in text
+
+
+def test_flight_recorder_names_exist_in_the_pinned_torch():
+    """Are the NCCL variables the hang lab names spelt as in the installed torch's own headers?"""
+    import re
+
+    import torch
+
+    from parallel_budget.labs.hang import NCCL_FLIGHT_RECORDER
+
+    inc = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "distributed" / "c10d"
+    source = "".join(p.read_text(errors="replace") for p in inc.glob("*.hpp"))
+    lib = b"".join(p.read_bytes() for p in (Path(torch.__file__).parent / "lib").glob("libtorch_cpu.so"))
+    names = {n for line in NCCL_FLIGHT_RECORDER for n in re.findall(r"\b(TORCH_[A-Z_]+)", line)}
+    assert {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} <= names
+    for name in names:
+        assert f'"{name}"' in source or name.encode() in lib, name
 
 
 def test_checkpoint_refuses_mixed_steps_and_resumes(lab):
@@ -302,3 +327,17 @@ def test_overlap_prediction_uses_backward_share_and_last_bucket():
     assert c["last_bucket"] == pytest.approx(0.001)  # last bucket: 100 of 400 elements of 4 ms
     # hidden <= min(backward 6 ms, comm - last 3 ms) = 3 ms: 10 + 4 - 3 = 11 ms
     assert c["predicted_full_overlap"] == pytest.approx(0.011)
+
+
+def test_no_built_page_publishes_a_machine_path(built_site):
+    """Does no page of the site show a path of the machine that built it (/tmp/..., the repository)?"""
+    import re
+    import tempfile
+
+    bad = re.compile("|".join(re.escape(p) for p in {"/tmp/", tempfile.gettempdir() + "/", str(ROOT) + "/"}))
+    found = {}
+    for page in built_site.rglob("*.html"):
+        hits = bad.findall(page.read_text(encoding="utf-8", errors="replace"))
+        if hits:
+            found[str(page.relative_to(built_site))] = sorted(set(hits))
+    assert found == {}, found
