@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import contextlib
 
+import numpy as np
 import pint
 import pytest
 
@@ -100,7 +101,110 @@ def test_exact_checks_do_not_call_student_methods():
             return True
 
     assert "True 或 False" in _fails(checks.exact, "ok", Truthy(), True)
-    assert "整数" in _fails(checks.exact, "hang_rank", "2", 2)
+    assert "整数" in _fails(checks.exact, "hang_rank", 2.5, 2)
+
+    class IntLiar(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    assert "IntLiar" not in _fails(checks.exact, "hang_rank", IntLiar(5), 2)  # read as the 5 it holds
+
+
+@pytest.mark.parametrize("given", [2, 2.0, "2", " 2 ", np.int64(2), np.float32(2.0)])
+def test_int_answers_in_any_plain_form_are_accepted(given):
+    """Is an integer answer given as 2.0, "2" or a numpy integer read as 2 by both the visible and the hidden check?"""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        checks.kind_is("hang_rank", given, int)
+        checks.exact("hang_rank", given, 2)
+    assert out.getvalue().count(checks.RECEIPT) == 2
+
+
+@pytest.mark.parametrize("given, words", [(2.5, "需要整数"), ("two", "字符串"), (True, "布尔值"), (None, "还没有赋值")])
+def test_non_integers_get_a_clear_message(given, words):
+    """Does a value that is no whole number get a message naming the variable and what is accepted?"""
+    message = _fails(checks.kind_is, "hang_rank", given, int)
+    assert "hang_rank" in message and words in message and "例如 hang_rank = 2" in message
+
+
+def test_none_is_a_valid_answer_where_the_prompt_allows_it():
+    """Does the visible test accept None where the prompt offers it, and does the hidden test grade it?"""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        checks.kind_is("smallest_stage", None, int, allow_none=True)
+        checks.exact("smallest_stage", None, None, allow_none=True)
+    assert out.getvalue().count(checks.RECEIPT) == 2
+    assert "None 不对" in _fails(checks.exact, "smallest_stage", None, 2, "", True)
+    assert "还没有赋值" in _fails(checks.kind_is, "smallest_stage", None, int)
+
+
+@pytest.mark.parametrize("given", [51.7, "51.7", 45])
+def test_percent_written_as_a_bare_number_gets_both_spellings(given):
+    """Does efficiency = 51.7 (meant as 51.7 %) get a hint to write 0.517 or "51.7%"?"""
+    message = _fails(checks.visible, "efficiency", given, "fraction")
+    share = float(given) / 100
+    assert f"efficiency = {share:.4g}" in message and f'"{float(given):g}%"' in message
+
+
+def test_messages_follow_the_unit_suffix():
+    """Are values shown in the unit the name carries, and is the bare-number rule the suffix's, not SI's?"""
+    bound = diagnose.ring_bound(4, "2 GB", "12.5 GB/s")
+    assert "lower_bound_ms = 1920 ms 不对" in _fails(checks.value, "lower_bound_ms", 1920, bound)
+    assert "send_per_rank_GB = 24 GB 不对" in _fails(checks.value, "send_per_rank_GB", "24000 MB",
+                                                    diagnose.ring_send(4, "2 GB", "12.5 GB/s"))
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        checks.visible("lower_bound_ms", 0.24)
+    assert "读作 0.24 ms" in out.getvalue()
+    message = _fails(checks.visible, "lower_bound_ms", "3 GB")
+    assert "按变量名后缀的 ms 理解" in message and "second" not in message
+
+
+def test_a_number_right_in_another_unit_is_named():
+    """Does lower_bound_ms = 0.24 (seconds in an _ms variable) say which unit it was written in?"""
+    message = _fails(checks.value, "lower_bound_ms", 0.24, diagnose.ring_bound(4, "2 GB", "12.5 GB/s"))
+    assert "按 s 算是对的" in message and "请写 240" in message
+    assert "按 MB 算是对的" in _fails(checks.value, "send_per_rank_GB", 3000, diagnose.ring_send(4, "2 GB", "12.5 GB/s"))
+
+
+def test_buggy_weight_names_the_correct_update_as_such():
+    """Does buggy_w = 0.7 (the correct update) get told it is the correct code's result, not the "sum" slip?"""
+    expected = diagnose.buggy_weight(1.0, [3, 9], 0.05)
+    message = _fails(checks.value, "buggy_w", 0.7, expected)
+    assert "正确代码的结果" in message and "没有除以 R" not in message
+    assert "没有除以 R" in _fails(checks.value, "buggy_w", 0.4, expected)
+
+
+def test_failure_renders_as_its_message_only():
+    """Does a failed check show in IPython as its two or three lines, with no frame of the package?"""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns.update(checks=checks, diagnose=diagnose)
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        shell.run_cell('checks.value("lower_bound_ms", 1920, diagnose.ring_bound(4, "2 GB", "12.5 GB/s"))')
+    shown = out.getvalue() + err.getvalue()
+    assert "把比特当成了字节" in shown and "lower_bound_ms = 1920 ms" in shown
+    assert "Traceback" not in shown and "checks.py" not in shown and "File " not in shown
+    assert 2 <= len([line for line in shown.splitlines() if line.strip()]) <= 3
+
+
+def test_practice_prints_the_graders_feedback_and_does_not_raise():
+    """Does the practice self-check print the named mistake (or a tick) and let the next cell run?"""
+    bound = diagnose.ring_bound(4, "2 GB", "12.5 GB/s")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        with checks.practice("lower_bound_ms"):
+            checks.value("lower_bound_ms", 1920, bound)
+        with checks.practice("lower_bound_ms"):
+            checks.value("lower_bound_ms", 240, bound)
+        with checks.practice("consistent_checkpoint"):
+            checks.exact("f()", {}["rank"], True)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(checks.PRACTICE_FAIL) and "把比特当成了字节" in lines[1]
+    assert lines[2].startswith(checks.PRACTICE_OK) and checks.RECEIPT not in out.getvalue()
+    assert "KeyError" in lines[3]
+    with contextlib.redirect_stdout(io.StringIO()) as out:  # outside practice the receipt is the grader's again
+        checks.value("lower_bound_ms", 240, bound)
+    assert out.getvalue().startswith(checks.RECEIPT)
 
 
 @pytest.mark.parametrize("source, trick", [

@@ -35,6 +35,14 @@ MISTAKES = {
     "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m;题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
     "comm_twice": "通信时间按发送加接收算了两遍",
     "no_split": "单卡计算时间没有除以 R(固定全局 batch 时每卡只算 1/R)",
+    "correct_code": "这是正确代码的结果;题目问的是这段有问题的代码(平均了两次)更新之后的值",
+}
+
+# Units a bare number may have been written in by mistake, per answer kind.
+SLIP_UNITS = {
+    "time": ("s", "ms", "us", "min"),
+    "bytes": ("B", "kB", "MB", "GB", "TB", "GiB"),
+    "bandwidth": ("B/s", "MB/s", "GB/s", "Gb/s"),
 }
 
 
@@ -73,6 +81,22 @@ def diagnose(expected: Expected, given) -> str | None:
             if MISTAKES[key] not in found:
                 found.append(MISTAKES[key])
     return ";或者".join(found) or None
+
+
+def unit_slip(name: str, given, expected: Expected) -> str | None:
+    """A bare number that is right in another unit than the name's suffix: say which unit it was written in."""
+    from .answers import _genuine_number, unit_of
+
+    spec = unit_of(name)
+    number = _genuine_number(given)
+    if spec is None or number is None or not hasattr(expected.value, "units"):
+        return None
+    for alt in SLIP_UNITS.get(spec[0], ()):
+        if alt != spec[1] and expected.matches(Q_(number, alt)):
+            right = fmt(expected.value, spec[1], digits=4)
+            return (f"这个数按 {alt} 算是对的,但变量名后缀 _{name.rsplit('_', 1)[-1]} 表示纯数字按 {spec[1]} 理解;"
+                    f"请写 {right.split()[0]},或写带单位的字符串 \"{number:g} {alt}\"")
+    return None
 
 
 def _gib_as_gb(q):
@@ -114,6 +138,15 @@ def dp_weight(w, grads, lr) -> Expected:
     right = data_parallel_update(w, grads, lr, "mean").weights[0]
     return Expected(right, None, (
         ("mean_twice", data_parallel_update(w, grads, lr, "mean_twice").weights[0]),
+        ("sum", data_parallel_update(w, grads, lr, "sum").weights[0]),
+    ), rel_tol=1e-3)
+
+
+def buggy_weight(w, grads, lr) -> Expected:
+    """The weight after one step of the buggy sync that averages twice (lesson NB01 part B)."""
+    right = data_parallel_update(w, grads, lr, "mean_twice").weights[0]
+    return Expected(right, None, (
+        ("correct_code", data_parallel_update(w, grads, lr, "mean").weights[0]),
         ("sum", data_parallel_update(w, grads, lr, "sum").weights[0]),
     ), rel_tol=1e-3)
 
