@@ -241,3 +241,31 @@ def test_receipts_count_every_check_call():
     two = f"{checks.RECEIPT}:a\n{checks.RECEIPT}:b\n"
     assert passed_without_receipt({"cells": [cell(two)]}) == []
     assert passed_without_receipt({"cells": [cell(two.split(chr(10))[0])]}) == ["test_x"]
+
+
+@pytest.mark.parametrize("wrong, mistake", [(503.3, "只算了前向"), (671.1, "ring 里每个 rank"), (8053, "比特"), (4027, "全网")])
+def test_tp_send_mistakes_are_named(wrong, mistake):
+    """Does a wrong per-layer TP send (NB04 part C) name forward-only, the missing ring factor, bits or the total?"""
+    expected = diagnose.tp_send_layer(4, 4096, 5120, 4)
+    assert expected.matches(pb.tp_allreduce(4, 4096, 5120, 4, 1).send_per_rank_per_layer)
+    assert mistake in _fails(checks.value, "tp_send_per_layer_MB", wrong, expected)
+
+
+def test_late_rank_mistakes_are_named():
+    """Does the late-rank question (NB05 part C) name the mean arrival, the missing comm and the wait counted with comm?"""
+    arrivals = ["120 ms", "125 ms", "118 ms", "190 ms"]
+    step = diagnose.straggler_step(arrivals, "60 ms")
+    assert step.matches(pb.Q_(250, "ms"))
+    assert "平均值" in _fails(checks.value, "late_step_ms", 198.25, step)
+    assert "漏掉了通信" in _fails(checks.value, "late_step_ms", 190, step)
+    wait = diagnose.straggler_wait_of(arrivals, "60 ms", 0)
+    assert wait.matches(pb.Q_(70, "ms"))
+    assert "把通信时间也算进了等待" in _fails(checks.value, "rank0_wait_ms", 130, wait)
+
+
+def test_zero_exercise_numbers_are_robust():
+    """Does NB03's smallest stage stay 2 if 40 GB is read as GiB or activations are 8 GB, and does activations/D give 1?"""
+    assert diagnose.smallest_stage(7e9, 8, "40 GB", "6 GB") == 2
+    assert diagnose.smallest_stage(7e9, 8, "40 GiB", "6 GB") == 2
+    assert diagnose.smallest_stage(7e9, 8, "40 GB", "8 GB") == 2
+    assert diagnose.smallest_stage(7e9, 8, "40 GB", pb.Q_(6 / 8, "GB")) == 1

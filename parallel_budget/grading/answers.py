@@ -113,7 +113,7 @@ def _example(name: str) -> str:
     spec = unit_of(name)
     if spec is None:
         return f"{name} = 1.5"
-    return f"{name} = 3(按 {spec[1]})或 {name} = \"3 {spec[1]}\""
+    return f"{name} = 1.5(按 {spec[1]})或 {name} = \"1.5 {spec[1]}\""
 
 
 def read_answer(name: str, value, kind: str | None = None):

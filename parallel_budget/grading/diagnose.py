@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from ..model.communication import ring_allreduce, ring_send_factor
 from ..model.memory import zero_memory, zero_table
-from ..model.parallelism import pipeline_bubble
-from ..model.steptime import step_time
+from ..model.parallelism import pipeline_bubble, tp_allreduce
+from ..model.steptime import step_time, straggler_wait
 from ..model.units import Q_, as_bandwidth, as_bytes, fmt
 from ..model.update import data_parallel_update
 
@@ -35,6 +35,11 @@ MISTAKES = {
     "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m;题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
     "comm_twice": "通信时间按发送加接收算了两遍",
     "no_split": "单卡计算时间没有除以 R(固定全局 batch 时每卡只算 1/R)",
+    "tp_forward_only": "只算了前向的两次 all-reduce;反向传播还有两次,每层一共四次",
+    "tp_no_ring": "算成了每层 all-reduce 的数据量本身;ring 里每个 rank 要发送 2(t-1)/t 倍",
+    "mean_arrival": "用了各 rank 到达时间的平均值;集体通信要等最后一个 rank 到达才能完成",
+    "no_comm": "漏掉了通信本身的时间:最后一个 rank 到达之后,all-reduce 还要传完",
+    "wait_with_comm": "把通信时间也算进了等待;等待只是从自己到达到最后一个 rank 到达的那一段",
     "correct_code": "这是正确代码的结果;题目问的是这段有问题的代码(平均了两次)更新之后的值",
 }
 
@@ -202,3 +207,36 @@ def bubble(stages, microbatches) -> Expected:
     """Idle fraction of a pipeline step with equal stage times."""
     b = pipeline_bubble(stages, microbatches)
     return Expected(b.idle_fraction, None, (("bubble_convention", b.bubble_over_ideal),), rel_tol=0.01)
+
+
+def tp_send_layer(batch, seq, hidden, tp, bytes_per_elem=2) -> Expected:
+    """What each TP rank sends for one layer's all-reduces (Megatron: two forward, two backward)."""
+    c = tp_allreduce(batch, seq, hidden, tp, 1, bytes_per_elem)
+    s = c.send_per_rank_per_layer
+    return Expected(s, "MB", (
+        ("tp_forward_only", s / 2),
+        ("tp_no_ring", c.per_layer),
+        ("bits", Q_(s.to("bit").magnitude, "B")),
+        ("total", s * c.tp),
+        ("factor2", s / 2),
+    ))
+
+
+def straggler_step(arrivals, comm) -> Expected:
+    """Step time when every rank waits for the last one at the collective."""
+    w = straggler_wait(arrivals, comm)
+    mean = sum(w.arrivals, Q_(0, "s")) / len(w.arrivals)
+    return Expected(w.step, "ms", (
+        ("mean_arrival", mean + w.comm),
+        ("no_comm", w.step - w.comm),
+    ))
+
+
+def straggler_wait_of(arrivals, comm, rank) -> Expected:
+    """How long ``rank`` waits inside the collective for the last rank."""
+    w = straggler_wait(arrivals, comm)
+    mean = sum(w.arrivals, Q_(0, "s")) / len(w.arrivals)
+    return Expected(w.waits[rank], "ms", (
+        ("wait_with_comm", w.waits[rank] + w.comm),
+        ("mean_arrival", mean - w.arrivals[rank]),
+    ))
