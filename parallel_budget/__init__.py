@@ -16,27 +16,31 @@ Subpackages, one concern each (a module per concept inside):
 """
 
 from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
-from .model.memory import ZeroMemory, ZeroTable, zero_memory, zero_table
+from .model.memory import ZeroCommunication, ZeroMemory, ZeroTable, zero_communication, zero_memory, zero_table
 from .model.parallelism import (
     PipelineBubble,
+    PipelineInFlight,
     PipelineSchedule,
     TensorParallelComm,
     pipeline_bubble,
     pipeline_bubble_over_ideal,
+    pipeline_in_flight,
     pipeline_schedule,
     tp_allreduce,
 )
 from .model.protocol import CollectiveCheck, check_collectives
-from .model.steptime import StepTime, StragglerWait, step_time, straggler_wait
+from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKWARD_SHARE",
     "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
+    "PipelineInFlight",
     "PipelineSchedule",
     "Q_",
     "RingAllReduce",
@@ -44,6 +48,7 @@ __all__ = [
     "StepTime",
     "StragglerWait",
     "TensorParallelComm",
+    "ZeroCommunication",
     "ZeroMemory",
     "ZeroTable",
     "as_bandwidth",
@@ -58,6 +63,7 @@ __all__ = [
     "parse",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
+    "pipeline_in_flight",
     "pipeline_schedule",
     "ring_allreduce",
     "ring_schedule",
@@ -66,6 +72,7 @@ __all__ = [
     "straggler_wait",
     "tp_allreduce",
     "ureg",
+    "zero_communication",
     "zero_memory",
     "zero_table",
 ]

@@ -3,9 +3,9 @@
 * :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
 * :mod:`.update`        one data-parallel update, sum vs mean
 * :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
-* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
-* :mod:`.memory`        ZeRO resident model-state table
-* :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
+* :mod:`.steptime`      step time, speedup, efficiency, overlap behind backward, waiting for a straggler
+* :mod:`.memory`        ZeRO resident model-state table and ZeRO communication per stage
+* :mod:`.parallelism`   pipeline bubble, schedule, GPipe vs 1F1B in-flight microbatches, tensor-parallel traffic
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
 
 Modules here import only each other (and pint); nothing in this subpackage
