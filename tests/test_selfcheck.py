@@ -14,7 +14,8 @@ from grading_helpers import ROOT
 from parallel_budget.grading import diagnose
 from parallel_budget.grading.release import PRACTICE_TAG, add_practice_checks, practice_source
 
-NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(%|GB/s|Gb/s|GiB|GB|MB|kB|ms|s\b|B\b)?")
+# a number and its unit; not a digit of a fraction like 2/3 or of an identifier
+NUMBER = re.compile(r"(?<![\w./])(\d+(?:\.\d+)?)(?![\d/])\s*(%|GB/s|Gb/s|GiB|GB|MB|kB|ms|s\b|B\b)?")
 
 
 def _cells(path):

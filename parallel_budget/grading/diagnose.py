@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..model.communication import ring_allreduce, ring_send_factor
-from ..model.memory import zero_memory, zero_table
+from ..model.memory import zero_communication, zero_memory, zero_table
 from ..model.parallelism import pipeline_bubble, tp_allreduce
 from ..model.steptime import step_time, straggler_wait
 from ..model.units import Q_, as_bandwidth, as_bytes, fmt
@@ -40,6 +40,12 @@ MISTAKES = {
     "mean_arrival": "用了各 rank 到达时间的平均值;集体通信要等最后一个 rank 到达才能完成",
     "no_comm": "漏掉了通信本身的时间:最后一个 rank 到达之后,all-reduce 还要传完",
     "wait_with_comm": "把通信时间也算进了等待;等待只是从自己到达到最后一个 rank 到达的那一段",
+    "overlap_compute": "把整段计算都当成了能藏通信的时间;DDP 的梯度通信只能藏在反向传播(约占计算的 2/3)后面",
+    "overlap_all": "把通信全部藏起来了;能藏住的不超过反向传播的时间,最后一个桶也总是暴露的",
+    "no_overlap": "没有算重叠:这是通信完全不重叠时的步时",
+    "last_twice": "最后一个桶的通信已经在没藏住的那部分里了,又加了一次",
+    "zero3_as_ddp": "这是 DDP(也是 ZeRO-1/2)的通信量;ZeRO-3 在前向和反向各要 all-gather 一次参数,约为 DDP 的 1.5 倍",
+    "zero3_no_ring": "漏掉了 ring 的系数 (D-1)/D:每个 rank 只发送每次集体通信数据的 (D-1)/D",
     "correct_code": "这是正确代码的结果;题目问的是这段有问题的代码(平均了两次)更新之后的值",
 }
 
@@ -176,6 +182,32 @@ def step(compute_single, ranks, comm, what: str = "step") -> Expected:
     if what == "speedup":
         return Expected(right.speedup, None, tuple((k, v.speedup) for k, v in variants))
     return Expected(right.efficiency, None, tuple((k, v.speedup / ranks) for k, v in variants))
+
+
+def overlap_step(compute_single, ranks, comm, last_bucket) -> Expected:
+    """Step time when every bucket may overlap (overlap=1), hidden only behind backward (default share)."""
+    from ..model.units import as_time
+
+    right = step_time(compute_single, ranks, comm, 1.0, last_bucket=last_bucket)
+    loose = step_time(compute_single, ranks, comm, 1.0, backward_share=1.0, last_bucket=last_bucket)
+    return Expected(right.step, "ms", (
+        ("overlap_compute", loose.step),
+        ("overlap_all", right.compute_per_rank),
+        ("no_overlap", step_time(compute_single, ranks, comm).step),
+        ("last_twice", right.step + as_time(last_bucket)),
+    ))
+
+
+def zero_send(params, dp, stage) -> Expected:
+    """Bytes each rank sends per step under one ZeRO stage (ideal ring), with DDP's as the classic slip."""
+    c = zero_communication(params, dp, stage)
+    half = ring_send_factor(dp) / 2
+    return Expected(c.send_per_rank, "GB", (
+        ("zero3_as_ddp", c.ddp_send_per_rank),
+        ("zero3_no_ring", c.send_per_rank / half),
+        ("bits", Q_(c.send_per_rank.to("bit").magnitude, "B")),
+        ("gib", _gib_as_gb(c.send_per_rank)),
+    ))
 
 
 def zero_state(params, dp, stage) -> Expected:
