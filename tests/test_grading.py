@@ -269,3 +269,22 @@ def test_zero_exercise_numbers_are_robust():
     assert diagnose.smallest_stage(7e9, 8, "40 GiB", "6 GB") == 2
     assert diagnose.smallest_stage(7e9, 8, "40 GB", "8 GB") == 2
     assert diagnose.smallest_stage(7e9, 8, "40 GB", pb.Q_(6 / 8, "GB")) == 1
+
+
+def test_overlap_is_hidden_only_behind_backward():
+    """Is NB02's overlap answer the backward-capped step (95 ms), and is capping at the whole compute (85 ms) named?"""
+    comm = pb.ring_allreduce(8, "1 GB", "25 GB/s").lower_bound
+    expected = diagnose.overlap_step("600 ms", 8, comm, "10 ms")
+    assert expected.matches(pb.Q_(95, "ms"))
+    assert "反向传播" in _fails(checks.value, "overlap_step_ms", 85, expected)
+    assert "全部藏起来" in _fails(checks.value, "overlap_step_ms", 75, expected)
+    assert "完全不重叠" in _fails(checks.value, "overlap_step_ms", 145, expected)
+
+
+def test_zero3_traffic_is_one_and_a_half_ddp():
+    """Is ZeRO-3's per-rank send 1.5x DDP's, and is DDP's (= ZeRO-1/2's) volume named as that slip?"""
+    expected = diagnose.zero_send(7e9, 8, 3)
+    ddp = diagnose.zero_send(7e9, 8, 0).value
+    assert expected.value.to("GB").magnitude == pytest.approx(1.5 * ddp.to("GB").magnitude)
+    assert diagnose.zero_send(7e9, 8, 2).matches(ddp) and diagnose.zero_send(7e9, 8, 1).matches(ddp)
+    assert "1.5 倍" in _fails(checks.value, "zero3_send_GB", 24.5, expected)

@@ -82,7 +82,7 @@ def test_honest_student_gets_every_automatic_point(graded):
     """Do the source solutions score full marks on every test cell?"""
     _, _, sc, fl = graded
     mine = {k: v for k, v in sc.items() if k[0] == "honest" and k[2].startswith("test_")}
-    assert len(mine) == 20
+    assert len(mine) == 26
     assert all(v[0] == v[1] for v in mine.values()), [k for k, v in mine.items() if v[0] != v[1]]
     assert not {f for f in fl if f[0] == "honest"}
 

@@ -177,3 +177,68 @@ def test_practice_cell_is_made_from_the_hidden_tests():
     cells = add_practice_checks(released, src_nb)["cells"]
     assert [c["metadata"].get("tags") for c in cells] == [None, [PRACTICE_TAG]]
     assert "nbgrader" not in cells[1]["metadata"]  # an ordinary cell: nbgrader neither scores nor restores it
+
+
+def _without_practice(nb: dict) -> dict:
+    return dict(nb, cells=[c for c in nb["cells"] if PRACTICE_TAG not in c.get("metadata", {}).get("tags", [])])
+
+
+def _canonical(nb: dict) -> str:
+    import nbformat
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    return json.dumps(node, sort_keys=True, ensure_ascii=False)
+
+
+@pytest.mark.slow
+def test_graded_release_is_the_practice_release_without_practice_cells(tmp_path):
+    """With c.PracticeCheck.enabled = False, is the release nbgrader's own, i.e. the committed one minus practice cells?"""
+    from grading_helpers import course_copy
+    from parallel_budget.grading.course import Course
+    from parallel_budget.grading.release import generate
+
+    root = course_copy(tmp_path / "course")
+    config = root / "autograde" / "nbgrader_config.py"
+    text = config.read_text(encoding="utf-8")
+    assert "c.PracticeCheck.enabled = True" in text  # the one documented setting
+    config.write_text(text.replace("c.PracticeCheck.enabled = True", "c.PracticeCheck.enabled = False"), encoding="utf-8")
+    graded = generate(Course(root), "lesson", tmp_path / "graded")
+    for path in sorted((ROOT / "exercises" / "lesson").glob("*.ipynb")):
+        practice = json.loads(path.read_text(encoding="utf-8"))
+        plain = json.loads((graded / path.name).read_text(encoding="utf-8"))
+        assert not [c for c in plain["cells"] if PRACTICE_TAG in c["metadata"].get("tags", [])], path.name
+        assert len(practice["cells"]) > len(plain["cells"]), path.name
+        assert _canonical(_without_practice(practice)) == _canonical(plain), path.name
+
+
+@pytest.mark.slow
+def test_both_releases_grade_the_same(tmp_path):
+    """Do the same answers get the same scores, comments and flags whether handed in on the practice or the graded release?"""
+    from grading_helpers import comments, course_copy, flags, scores
+    from parallel_budget.grading import classroom
+    from parallel_budget.grading.course import Course
+    from parallel_budget.grading.runner import grade
+
+    notebook = "02-ring-allreduce"
+    course = Course(course_copy(tmp_path / "course", [notebook]))
+    right = classroom.submission(course, "lesson")[notebook]
+    slips = classroom.submission(course, "lesson", {
+        "answer_ex1": "send_per_rank_GB = 24\nlower_bound_ms = 0.24",
+        "answer_overlap": "overlap_step_ms = 85"})[notebook]
+    incoming = tmp_path / "in"
+    for name, nb in (("pright", right), ("gright", _without_practice(right)),
+                     ("pslips", slips), ("gslips", _without_practice(slips))):
+        classroom.write_student(incoming, name, "lesson", {notebook: nb})
+    summary = grade(incoming, root=course.root, jobs=2, timeout=10, quiet=True)
+    assert not summary["failed"]
+    sc, cm, fl = scores(course.gradebook), comments(course.gradebook), flags(course.gradebook)
+
+    def of(table, student):
+        return {k[1:]: v for k, v in table.items() if k[0] == student}
+
+    for kind in ("right", "slips"):
+        assert of(sc, "p" + kind) == of(sc, "g" + kind) and of(cm, "p" + kind) == of(cm, "g" + kind)
+        assert {f[1:] for f in fl if f[0] == "p" + kind} == {f[1:] for f in fl if f[0] == "g" + kind} == set()
+    assert all(v[0] == v[1] for k, v in of(sc, "pright").items() if k[1].startswith("test_"))
+    assert of(sc, "pslips")[(notebook, "test_ex1_bound")][0] == 0
+    assert of(sc, "pslips")[(notebook, "test_overlap_step")][0] == 0
