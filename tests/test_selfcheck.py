@@ -242,3 +242,7 @@ def test_both_releases_grade_the_same(tmp_path):
     assert all(v[0] == v[1] for k, v in of(sc, "pright").items() if k[1].startswith("test_"))
     assert of(sc, "pslips")[(notebook, "test_ex1_bound")][0] == 0
     assert of(sc, "pslips")[(notebook, "test_overlap_step")][0] == 0
+    # the feedback HTML shows the message, not the package's source lines
+    html = (course.feedback / "gslips" / "lesson" / f"{notebook}.html").read_text(encoding="utf-8")
+    assert "按 s 算是对的" in html and "反向传播" in html
+    assert "checks.py" not in html and "_fail(" not in html and "raise CheckFailed" not in html
