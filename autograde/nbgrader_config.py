@@ -33,6 +33,12 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
 # A header notebook (name, collaborators) is prepended to every released notebook.
 c.IncludeHeaderFooter.header = os.path.join(_here, "header.ipynb")
 
+# Practice self-checks: `python -m parallel_budget.grading release` puts an unscored, read-only
+# practice cell after every test cell with hidden tests (the grader's own value checks, printed,
+# not scored). For a graded release without value feedback set this to False and release again;
+# test cells and grading are the same either way (parallel_budget/grading/release.py).
+c.PracticeCheck.enabled = True
+
 # Chinese stubs in the released notebooks.
 c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "在这里写你的回答。"

@@ -22,6 +22,7 @@ accepted.
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import pint
@@ -91,6 +92,8 @@ def _genuine_quantity(value, name: str):
 
 def describe(value) -> str:
     """A short, safe description of a student's value for messages (no user __repr__)."""
+    if value is None or type(value) is bool:
+        return repr(value)
     number = _genuine_number(value)
     if number is not None:
         return repr(number) if not float(number).is_integer() else repr(int(number)) if abs(number) < 1e15 else repr(number)
@@ -110,7 +113,7 @@ def _example(name: str) -> str:
     spec = unit_of(name)
     if spec is None:
         return f"{name} = 1.5"
-    return f"{name} = 3(按 {spec[1]})或 {name} = \"3 {spec[1]}\""
+    return f"{name} = 1.5(按 {spec[1]})或 {name} = \"1.5 {spec[1]}\""
 
 
 def read_answer(name: str, value, kind: str | None = None):
@@ -141,6 +144,8 @@ def read_answer(name: str, value, kind: str | None = None):
             raise AnswerError(f"变量 {name} 需要一个纯数字,收到 {describe(value)}。例如 {name} = 1.5。")
         if not math.isfinite(number):
             raise AnswerError(f"变量 {name} 必须是有限的数,收到 {describe(value)}。")
+        if kind == "fraction":
+            _check_fraction(name, number, value)
         return number
     if spec is None:
         raise AnswerError(f"变量名 {name} 没有单位后缀,无法按 {kind} 读取。")
@@ -164,4 +169,53 @@ def read_answer(name: str, value, kind: str | None = None):
     try:
         return parse(value, kind, arg=name)
     except ValueError as exc:
-        raise AnswerError(str(exc).replace(f"参数 {name}", f"变量 {name}", 1)) from None
+        message = str(exc)
+    raise AnswerError(_suffix_message(message, name, spec))
+
+
+def _suffix_message(message: str, name: str, spec) -> str:
+    """The parser's message, retold for an answer variable: a bare number is in the name's unit, not SI."""
+    message = message.replace(f"参数 {name}", f"变量 {name}", 1)
+    return re.sub(r"也可给纯数字,按 [^。]*? 理解", f"也可给纯数字,按变量名后缀的 {spec[1]} 理解", message)
+
+
+def _check_fraction(name: str, number: float, value) -> None:
+    """A share lies in [0, 1]; ``51.7`` meant as 51.7 % gets the two ways to write it."""
+    if 0 <= number <= 1:
+        return
+    if 1 < number <= 100 and not (isinstance(value, str) and str.__str__(value).strip().endswith("%")):
+        share = f"{number / 100:.4g}"
+        raise AnswerError(
+            f"变量 {name} 是 0 到 1 之间的比例,收到 {describe(value)}。"
+            f"如果你指的是 {number:g}%,请写 {name} = {share} 或 {name} = \"{number:g}%\"。"
+        )
+    raise AnswerError(f"变量 {name} 是 0 到 1 之间的比例(或 \"0%\" 到 \"100%\"),收到 {describe(value)}。")
+
+
+_INT_TEXT = re.compile(r"^[+-]?\d+$")
+
+
+def read_int(name: str, value, allow_none: bool = False):
+    """An integer answer: ``2``, ``2.0``, ``"2"`` or a numpy integer all read as 2 (``None`` if allowed).
+
+    Like :func:`read_answer` it never calls the student's methods; a value that
+    is not a whole number is refused with a message saying what is accepted.
+    """
+    if value is None and allow_none:
+        return None
+    also = "(或 None)" if allow_none else ""
+    if value is None or value is Ellipsis:
+        raise AnswerError(f"变量 {name} 还没有赋值。请写一个整数{also},例如 {name} = 2。")
+    if isinstance(value, bool):
+        raise AnswerError(f"变量 {name} 需要整数{also},收到布尔值 {value!r}。例如 {name} = 2。")
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, str):
+        text = str.__str__(value).strip()
+        if _INT_TEXT.match(text):
+            return int(text)
+        raise AnswerError(f"变量 {name} 需要整数{also},收到字符串 {describe(value)}。请直接写数字,例如 {name} = 2。")
+    number = _genuine_number(value)
+    if number is not None and math.isfinite(number) and float(number).is_integer():
+        return int(number)
+    raise AnswerError(f"变量 {name} 需要整数{also},收到 {describe(value)}。例如 {name} = 2。")

@@ -1,11 +1,18 @@
 """The helpers test cells call.  Each check prints one receipt line on success.
 
-Visible tests call :func:`visible` (type and dimension only); hidden tests call
-:func:`value`, :func:`exact` or :func:`flag` with an :class:`~.diagnose.Expected`
-or a right value computed by the package.  A failure raises ``AssertionError``
-with a Chinese message that names the variable, what was given and, when a
-known slip explains the value, the likely mistake; nbgrader shows it in the
-feedback HTML.  Nothing is written to stderr (nbgrader scores stderr as 0).
+Visible tests call :func:`visible` or :func:`kind_is` (type and unit only);
+hidden tests call :func:`value` or :func:`exact` with an
+:class:`~.diagnose.Expected` or a right value computed by the package.  A
+failure raises :class:`CheckFailed` with a Chinese message that names the
+variable, what was given (in the unit its name carries) and, when a known slip
+explains the value, the likely mistake; nbgrader shows it in the feedback HTML.
+In a notebook the failure shows as those few lines only: the exception renders
+itself (IPython's ``_render_traceback_``), so no frame of this package appears.
+Nothing is written to stderr (nbgrader scores stderr as 0).
+
+:func:`practice` is the practice self-check of the released notebooks: the same
+hidden-test calls, run by the student, with the outcome printed instead of
+raised, so "Run All" goes on and nothing is scored.
 
 The receipt ``RECEIPT`` printed on success lets the grader verify afterwards,
 outside the student's kernel, that a passing test cell really ran a check
@@ -14,16 +21,26 @@ outside the student's kernel, that a passing test cell really ran a check
 
 from __future__ import annotations
 
-from .answers import AnswerError, describe, read_answer
-from .diagnose import Expected, diagnose
+import contextlib
+
+from .answers import AnswerError, describe, read_answer, read_int, unit_of
+from .diagnose import Expected, diagnose, unit_slip
 from ..model.units import fmt
 
 RECEIPT = "✔ 检查通过"
+PRACTICE_OK = "✔ 练习自测"
+PRACTICE_FAIL = "✘ 练习自测"
 _print = print
+_state = {"practice": False}
 
 
 class CheckFailed(AssertionError):
     """A test-cell check failed; the message is the student's feedback."""
+
+    def _render_traceback_(self):
+        # IPython shows these lines instead of a traceback: the feedback, not the package's frames.
+        return [f"\x1b[0;31m✘ 检查未通过\x1b[0m:{line}" if i == 0 else line
+                for i, line in enumerate(str(self).split("\n"))]
 
 
 def _fail(message: str):
@@ -32,7 +49,7 @@ def _fail(message: str):
 
 
 def _receipt(text: str) -> None:
-    _print(f"{RECEIPT}:{text}")
+    _print(f"{PRACTICE_OK}:{text}" if _state["practice"] else f"{RECEIPT}:{text}")
 
 
 def _read(name, given, kind):
@@ -40,7 +57,13 @@ def _read(name, given, kind):
     try:
         return read_answer(name, given, kind)
     except AnswerError as exc:
-        _fail(str(exc))
+        message = str(exc)
+    _fail(message)
+
+
+def _unit(name, fallback=None):
+    spec = unit_of(name)
+    return spec[1] if spec else fallback
 
 
 def _shown(q, unit=None):
@@ -48,56 +71,92 @@ def _shown(q, unit=None):
 
 
 def visible(name: str, given, kind: str | None = None) -> None:
-    """检查 ``given`` 能否按变量名约定读成正确的量纲(不看数值)。"""
+    """可见测试:检查 ``given`` 能否按变量名约定读成正确的量纲(不看数值)。"""
     __tracebackhide__ = True
     q = _read(name, given, kind)
-    _receipt(f"{name} 读作 {_shown(q)},类型与量纲正确(数值由隐藏测试检查)")
+    _receipt(f"{name} 读作 {_shown(q, _unit(name))},类型与单位正确(可见测试不看数值)")
 
 
 def value(name: str, given, expected: Expected, kind: str | None = None) -> None:
     """检查数值:在容差内等于 ``expected``;否则说出最可能的错误。"""
     __tracebackhide__ = True
     q = _read(name, given, kind)
+    unit = _unit(name, expected.unit)
     if hasattr(expected.value, "units") and (not hasattr(q, "units") or q.dimensionality != expected.value.dimensionality):
-        _fail(f"{name} 的量纲不对:收到 {describe(given)},需要和 {_shown(expected.value, expected.unit)} 同类的量。")
+        _fail(f"{name} 的量纲不对:收到 {describe(given)},需要和 {_shown(expected.value, unit)} 同类的量。")
     if expected.matches(q):
         _receipt(f"{name} 的数值正确")
         return
-    why = diagnose(expected, q)
-    shown = _shown(q, expected.unit)
+    shown = _shown(q, unit)
+    why = diagnose(expected, q) or unit_slip(name, given, expected)
     if why:
-        _fail(f"{name} = {shown} 不对。可能的错误:{why}。")
-    _fail(f"{name} = {shown} 不对(容差 {expected.rel_tol:.0%})。请对照公式逐项检查单位和系数。")
+        _fail(f"{name} = {shown} 不对。\n可能的错误:{why}。")
+    _fail(f"{name} = {shown} 不对(容差 {expected.rel_tol:.0%})。\n请对照公式逐项检查单位和系数。")
 
 
-def exact(name: str, given, right, hint: str = "") -> None:
-    """检查整数或选项字母等必须完全相同的答案(不调用学生对象的方法)。"""
+def _read_int(name, given, allow_none):
     __tracebackhide__ = True
-    if type(right) is int:
-        ok = type(given) is int and int.__int__(given) == right
-        need = "整数"
+    try:
+        return read_int(name, given, allow_none)
+    except AnswerError as exc:
+        message = str(exc)
+    _fail(message)
+
+
+def exact(name: str, given, right, hint: str = "", allow_none: bool = False) -> None:
+    """检查整数、选项字母或 True/False 这类必须完全相同的答案(不调用学生对象的方法)。
+
+    整数答案也接受 ``2.0``、``"2"`` 和 numpy 整数;``allow_none`` 时 ``None`` 是一个可选的答案。
+    """
+    __tracebackhide__ = True
+    if right is None or type(right) is int:
+        ok = _read_int(name, given, allow_none or right is None) == right
     elif type(right) is str:
-        ok = isinstance(given, str) and str.__str__(given).strip().upper() == right.upper()
-        need = "字符串"
+        if not isinstance(given, str):
+            _fail(f"{name} 需要字符串,收到 {describe(given)}。")
+        ok = str.__str__(given).strip().upper() == right.upper()
     elif type(right) is bool:
+        if type(given) is not bool:
+            _fail(f"{name} 需要 True 或 False,收到 {describe(given)}。")
         ok = given is right
-        need = "True 或 False"
     else:
         raise TypeError(f"exact() 不支持 {type(right).__name__}")
     if ok:
         _receipt(f"{name} 正确")
         return
-    kind_ok = {"整数": type(given) is int, "字符串": isinstance(given, str), "True 或 False": type(given) is bool}[need]
-    if not kind_ok:
-        _fail(f"{name} 需要{need},收到 {describe(given)}。")
-    _fail(f"{name} = {describe(given)} 不对。{hint}".strip())
+    _fail(f"{name} = {describe(given)} 不对。" + (f"\n{hint}" if hint else ""))
 
 
-def kind_is(name: str, given, type_: type) -> None:
-    """检查答案的类型(可见测试用,例如整数、字符串、函数)。"""
+def kind_is(name: str, given, type_: type, allow_none: bool = False) -> None:
+    """可见测试:检查答案的类型(整数、字符串、函数),不看对错。"""
     __tracebackhide__ = True
-    ok = callable(given) if type_ is callable else type(given) is type_
-    names = {int: "整数", str: "字符串", bool: "True 或 False", callable: "函数"}
-    if not ok:
-        _fail(f"{name} 需要{names.get(type_, type_)},收到 {describe(given)}。")
-    _receipt(f"{name} 的类型正确")
+    if type_ is int:
+        _read_int(name, given, allow_none)
+    else:
+        ok = callable(given) if type_ is callable else type(given) is type_ or (allow_none and given is None)
+        names = {str: "字符串", bool: "True 或 False", callable: "函数"}
+        if not ok:
+            _fail(f"{name} 需要{names.get(type_, type_)},收到 {describe(given)}。")
+    _receipt(f"{name} 的类型正确(可见测试不看对错)")
+
+
+@contextlib.contextmanager
+def practice(name: str):
+    """练习自测(不计分):运行与评分相同的检查,把结果打印出来而不是报错。
+
+    ``with checks.practice("lower_bound_ms"): checks.value(...)`` prints
+    "✔ 练习自测:……" or "✘ 练习自测:" and the grader's feedback, in two or
+    three lines, and lets the next cells run.
+    """
+    previous = _state["practice"]
+    _state["practice"] = True
+    try:
+        yield
+    except CheckFailed as exc:
+        _print(f"{PRACTICE_FAIL}({name}):{exc}")
+    except NameError as exc:
+        _print(f"{PRACTICE_FAIL}({name}):还没有定义 {exc.name}。先运行上面的答题单元。")
+    except Exception as exc:  # the student's own function failed inside a check
+        _print(f"{PRACTICE_FAIL}({name}):检查时你的代码抛出了 {type(exc).__name__}: {exc}")
+    finally:
+        _state["practice"] = previous

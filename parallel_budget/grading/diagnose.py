@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..model.communication import ring_allreduce, ring_send_factor
-from ..model.memory import zero_memory, zero_table
-from ..model.parallelism import pipeline_bubble
-from ..model.steptime import step_time
+from ..model.memory import zero_communication, zero_memory, zero_table
+from ..model.parallelism import pipeline_bubble, tp_allreduce
+from ..model.steptime import step_time, straggler_wait
 from ..model.units import Q_, as_bandwidth, as_bytes, fmt
 from ..model.update import data_parallel_update
 
@@ -35,6 +35,25 @@ MISTAKES = {
     "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m;题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
     "comm_twice": "通信时间按发送加接收算了两遍",
     "no_split": "单卡计算时间没有除以 R(固定全局 batch 时每卡只算 1/R)",
+    "tp_forward_only": "只算了前向的两次 all-reduce;反向传播还有两次,每层一共四次",
+    "tp_no_ring": "算成了每层 all-reduce 的数据量本身;ring 里每个 rank 要发送 2(t-1)/t 倍",
+    "mean_arrival": "用了各 rank 到达时间的平均值;集体通信要等最后一个 rank 到达才能完成",
+    "no_comm": "漏掉了通信本身的时间:最后一个 rank 到达之后,all-reduce 还要传完",
+    "wait_with_comm": "把通信时间也算进了等待;等待只是从自己到达到最后一个 rank 到达的那一段",
+    "overlap_compute": "把整段计算都当成了能藏通信的时间;DDP 的梯度通信只能藏在反向传播(约占计算的 2/3)后面",
+    "overlap_all": "把通信全部藏起来了;能藏住的不超过反向传播的时间,最后一个桶也总是暴露的",
+    "no_overlap": "没有算重叠:这是通信完全不重叠时的步时",
+    "last_twice": "最后一个桶的通信已经在没藏住的那部分里了,又加了一次",
+    "zero3_as_ddp": "这是 DDP(也是 ZeRO-1/2)的通信量;ZeRO-3 在前向和反向各要 all-gather 一次参数,约为 DDP 的 1.5 倍",
+    "zero3_no_ring": "漏掉了 ring 的系数 (D-1)/D:每个 rank 只发送每次集体通信数据的 (D-1)/D",
+    "correct_code": "这是正确代码的结果;题目问的是这段有问题的代码(平均了两次)更新之后的值",
+}
+
+# Units a bare number may have been written in by mistake, per answer kind.
+SLIP_UNITS = {
+    "time": ("s", "ms", "us", "min"),
+    "bytes": ("B", "kB", "MB", "GB", "TB", "GiB"),
+    "bandwidth": ("B/s", "MB/s", "GB/s", "Gb/s"),
 }
 
 
@@ -73,6 +92,22 @@ def diagnose(expected: Expected, given) -> str | None:
             if MISTAKES[key] not in found:
                 found.append(MISTAKES[key])
     return ";或者".join(found) or None
+
+
+def unit_slip(name: str, given, expected: Expected) -> str | None:
+    """A bare number that is right in another unit than the name's suffix: say which unit it was written in."""
+    from .answers import _genuine_number, unit_of
+
+    spec = unit_of(name)
+    number = _genuine_number(given)
+    if spec is None or number is None or not hasattr(expected.value, "units"):
+        return None
+    for alt in SLIP_UNITS.get(spec[0], ()):
+        if alt != spec[1] and expected.matches(Q_(number, alt)):
+            right = fmt(expected.value, spec[1], digits=4)
+            return (f"这个数按 {alt} 算是对的,但变量名后缀 _{name.rsplit('_', 1)[-1]} 表示纯数字按 {spec[1]} 理解;"
+                    f"请写 {right.split()[0]},或写带单位的字符串 \"{number:g} {alt}\"")
+    return None
 
 
 def _gib_as_gb(q):
@@ -118,6 +153,15 @@ def dp_weight(w, grads, lr) -> Expected:
     ), rel_tol=1e-3)
 
 
+def buggy_weight(w, grads, lr) -> Expected:
+    """The weight after one step of the buggy sync that averages twice (lesson NB01 part B)."""
+    right = data_parallel_update(w, grads, lr, "mean_twice").weights[0]
+    return Expected(right, None, (
+        ("correct_code", data_parallel_update(w, grads, lr, "mean").weights[0]),
+        ("sum", data_parallel_update(w, grads, lr, "sum").weights[0]),
+    ), rel_tol=1e-3)
+
+
 def _step_variants(compute_single, ranks, comm):
     from ..model.units import as_time
 
@@ -138,6 +182,32 @@ def step(compute_single, ranks, comm, what: str = "step") -> Expected:
     if what == "speedup":
         return Expected(right.speedup, None, tuple((k, v.speedup) for k, v in variants))
     return Expected(right.efficiency, None, tuple((k, v.speedup / ranks) for k, v in variants))
+
+
+def overlap_step(compute_single, ranks, comm, last_bucket) -> Expected:
+    """Step time when every bucket may overlap (overlap=1), hidden only behind backward (default share)."""
+    from ..model.units import as_time
+
+    right = step_time(compute_single, ranks, comm, 1.0, last_bucket=last_bucket)
+    loose = step_time(compute_single, ranks, comm, 1.0, backward_share=1.0, last_bucket=last_bucket)
+    return Expected(right.step, "ms", (
+        ("overlap_compute", loose.step),
+        ("overlap_all", right.compute_per_rank),
+        ("no_overlap", step_time(compute_single, ranks, comm).step),
+        ("last_twice", right.step + as_time(last_bucket)),
+    ))
+
+
+def zero_send(params, dp, stage) -> Expected:
+    """Bytes each rank sends per step under one ZeRO stage (ideal ring), with DDP's as the classic slip."""
+    c = zero_communication(params, dp, stage)
+    half = ring_send_factor(dp) / 2
+    return Expected(c.send_per_rank, "GB", (
+        ("zero3_as_ddp", c.ddp_send_per_rank),
+        ("zero3_no_ring", c.send_per_rank / half),
+        ("bits", Q_(c.send_per_rank.to("bit").magnitude, "B")),
+        ("gib", _gib_as_gb(c.send_per_rank)),
+    ))
 
 
 def zero_state(params, dp, stage) -> Expected:
@@ -169,3 +239,36 @@ def bubble(stages, microbatches) -> Expected:
     """Idle fraction of a pipeline step with equal stage times."""
     b = pipeline_bubble(stages, microbatches)
     return Expected(b.idle_fraction, None, (("bubble_convention", b.bubble_over_ideal),), rel_tol=0.01)
+
+
+def tp_send_layer(batch, seq, hidden, tp, bytes_per_elem=2) -> Expected:
+    """What each TP rank sends for one layer's all-reduces (Megatron: two forward, two backward)."""
+    c = tp_allreduce(batch, seq, hidden, tp, 1, bytes_per_elem)
+    s = c.send_per_rank_per_layer
+    return Expected(s, "MB", (
+        ("tp_forward_only", s / 2),
+        ("tp_no_ring", c.per_layer),
+        ("bits", Q_(s.to("bit").magnitude, "B")),
+        ("total", s * c.tp),
+        ("factor2", s / 2),
+    ))
+
+
+def straggler_step(arrivals, comm) -> Expected:
+    """Step time when every rank waits for the last one at the collective."""
+    w = straggler_wait(arrivals, comm)
+    mean = sum(w.arrivals, Q_(0, "s")) / len(w.arrivals)
+    return Expected(w.step, "ms", (
+        ("mean_arrival", mean + w.comm),
+        ("no_comm", w.step - w.comm),
+    ))
+
+
+def straggler_wait_of(arrivals, comm, rank) -> Expected:
+    """How long ``rank`` waits inside the collective for the last rank."""
+    w = straggler_wait(arrivals, comm)
+    mean = sum(w.arrivals, Q_(0, "s")) / len(w.arrivals)
+    return Expected(w.waits[rank], "ms", (
+        ("wait_with_comm", w.waits[rank] + w.comm),
+        ("mean_arrival", mean - w.arrivals[rank]),
+    ))
