@@ -15,6 +15,7 @@ Subpackages, one concern each (a module per concept inside):
 * :mod:`.labs`     optional CPU labs on real torch.distributed processes (import explicitly).
 """
 
+from .model.activations import ActivationMemory, activation_memory
 from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
 from .model.memory import ZeroMemory, ZeroTable, zero_memory, zero_table
 from .model.parallelism import (
@@ -26,6 +27,7 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
+from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.steptime import StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
@@ -34,6 +36,15 @@ from .model.update import DataParallelUpdate, data_parallel_update
 __version__ = "0.1.0"
 
 __all__ = [
+    "SHAPES",
+    "ActivationMemory",
+    "Collective",
+    "PlanBudget",
+    "PlanMemory",
+    "PlanSearch",
+    "activation_memory",
+    "plan_budget",
+    "search_plans",
     "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
