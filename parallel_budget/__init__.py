@@ -17,46 +17,49 @@ Subpackages, one concern each (a module per concept inside):
 
 from .model.activations import ActivationMemory, activation_memory
 from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
-from .model.memory import ZeroMemory, ZeroTable, zero_memory, zero_table
+from .model.memory import ZeroCommunication, ZeroMemory, ZeroTable, zero_communication, zero_memory, zero_table
 from .model.parallelism import (
     PipelineBubble,
+    PipelineInFlight,
     PipelineSchedule,
     TensorParallelComm,
     pipeline_bubble,
     pipeline_bubble_over_ideal,
+    pipeline_in_flight,
     pipeline_schedule,
     tp_allreduce,
 )
 from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
-from .model.steptime import StepTime, StragglerWait, step_time, straggler_wait
+from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "SHAPES",
     "ActivationMemory",
+    "BACKWARD_SHARE",
     "Collective",
-    "PlanBudget",
-    "PlanMemory",
-    "PlanSearch",
-    "activation_memory",
-    "plan_budget",
-    "search_plans",
     "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
+    "PipelineInFlight",
     "PipelineSchedule",
+    "PlanBudget",
+    "PlanMemory",
+    "PlanSearch",
     "Q_",
     "RingAllReduce",
     "RingTransfer",
+    "SHAPES",
     "StepTime",
     "StragglerWait",
     "TensorParallelComm",
+    "ZeroCommunication",
     "ZeroMemory",
     "ZeroTable",
+    "activation_memory",
     "as_bandwidth",
     "as_bytes",
     "as_params",
@@ -69,14 +72,18 @@ __all__ = [
     "parse",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
+    "pipeline_in_flight",
     "pipeline_schedule",
+    "plan_budget",
     "ring_allreduce",
     "ring_schedule",
     "ring_send_factor",
+    "search_plans",
     "step_time",
     "straggler_wait",
     "tp_allreduce",
     "ureg",
+    "zero_communication",
     "zero_memory",
     "zero_table",
 ]

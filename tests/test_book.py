@@ -1,4 +1,4 @@
-"""Does the book build -W clean, with every chapter, its glued numbers, and nothing online?"""
+"""Does the book build -W clean, with every chapter, its computed ({eval}) numbers, and nothing online?"""
 
 from __future__ import annotations
 
@@ -30,18 +30,22 @@ def test_toc_has_the_five_chapters_in_lesson_order():
 
 
 @pytest.mark.parametrize("page", [f for f in toc_files()])
-def test_every_page_is_a_myst_notebook_that_glues(page):
-    """Has every page the jupytext header (else it is silently not executed) and a glue?"""
+def test_every_page_is_a_myst_notebook_with_eval_numbers(page):
+    """Has every page the jupytext header (else it is silently not executed) and an {eval} number?"""
     text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
     assert "format_name: myst" in text, f"{page}.md lacks the jupytext header"
     assert "import parallel_budget" in text
-    assert "{glue" in text
+    assert "{eval}`" in text
 
 
-def test_every_page_exists_with_pasted_numbers(built_site):
+EVAL_SPAN = re.compile(r'<span class="output text_plain">([^<]*)</span>')  # what myst-nb renders for {eval}
+
+
+def test_every_page_exists_with_computed_numbers(built_site):
     for page in toc_files():
         html = (built_site / f"{page}.html").read_text(encoding="utf-8")
-        assert 'class="pasted-text"' in html, f"{page}: no glued number"
+        assert EVAL_SPAN.search(html), f"{page}: no {{eval}} number rendered"
+        assert "{eval}" not in html and "{glue" not in html, f"{page}: a raw role reached the page"
 
 
 def expected_numbers():
@@ -53,12 +57,11 @@ def expected_numbers():
 
 
 @pytest.mark.parametrize("page, numbers", list(expected_numbers().items()))
-def test_glued_numbers_come_from_the_package(built_site, page, numbers):
+def test_eval_numbers_come_from_the_package(built_site, page, numbers):
     html = (built_site / f"{page}.html").read_text(encoding="utf-8")
-    pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', html)
-    joined = " ".join(pasted)
+    shown = EVAL_SPAN.findall(html)
     for n in numbers:
-        assert n in joined, f"{page}: {n!r} not glued (found {pasted})"
+        assert n in shown, f"{page}: {n!r} not shown by {{eval}} (found {shown})"
 
 
 ONLINE = re.compile(

@@ -135,6 +135,26 @@ def test_ring_outputs_follow_the_package_and_the_timeline_redraws(tab):
     assert svg(page, "ring") != before
 
 
+def test_full_overlap_hides_only_behind_backward(tab):
+    """Overlap 1 in the page gives step_time's backward-capped step (153 ms, not 120 ms), drawn in the shared palette?"""
+    page = tab.open(CALC)
+    fill(page, "ring", overlap="1")
+    s = pb.step_time("400 ms", 4, "120 ms", overlap=1)
+    assert out(page, "ring", "hidden_comm") == pb.fmt(s.hidden_comm) == "66.7 ms"
+    assert out(page, "ring", "backward") == pb.fmt(s.backward)
+    assert out(page, "ring", "step") == pb.fmt(s.step) == "153 ms"
+    fill(page, "ring", compute="4000", last_bucket="30")
+    assert out(page, "ring", "exposed_comm") == "30 ms"
+    fill(page, "ring", last_bucket="500")
+    assert "最后一个桶" in page.locator('[data-msg="last_bucket"]').inner_text()
+    fill(page, "ring", last_bucket="0")
+    colour = page.evaluate(
+        "() => getComputedStyle(document.querySelector('.pb-calc[data-calc=\"ring\"] rect.pb-x')).fill")
+    assert colour == "rgb(230, 159, 0)"  # figures.PALETTE["exposed"], #E69F00
+    note = page.locator('.pb-calc[data-calc="ring"] .pb-note').inner_text()
+    assert "反向" in note and "最后一个桶" in note
+
+
 def test_bits_change_the_time_not_the_volume(tab):
     """Does switching GB/s to Gb/s change the lower bound 8x and leave the volume?"""
     page = tab.open(CALC)
@@ -169,6 +189,9 @@ def test_zero_rows_bars_and_fit(tab):
         assert out(page, "zero", f"fits{row.stage}") == ("放得下" if row.fits("80 GB") else "放不下")
     assert "ZeRO-1" in out(page, "zero", "fit") and table.smallest_fitting_stage("80 GB") == 1
     assert "激活" in page.locator('.pb-calc[data-calc="zero"] .pb-note').inner_text()
+    for stage in range(4):
+        assert out(page, "zero", f"comm{stage}") == pb.fmt(pb.zero_communication("7B", 8, stage).send_per_rank)
+    assert "训练状态计算器" in page.locator('.pb-calc[data-calc="zero"] .pb-title').inner_text()
     assert svg(page, "zero") != before
 
 
@@ -190,10 +213,12 @@ def test_pipeline_both_conventions_and_gantt(tab):
 
 
 def test_tp_volume_per_layer_and_step(tab):
-    """Are the TP all-reduce volumes the package's?"""
+    """Are the TP all-reduce volumes the package's, starting from the chapter's batch of 8?"""
     page = tab.open(CALC)
+    assert page.input_value("#pb-tp-batch") == "8"
+    assert out(page, "tp", "send_per_rank_per_step") == pb.fmt(pb.tp_allreduce(8, 2048, 4096, 4, 32).send_per_rank_per_step)
     fill(page, "tp", tp="8", hidden="8192", layers="80")
-    r = pb.tp_allreduce(4, 2048, 8192, 8, 80)
+    r = pb.tp_allreduce(8, 2048, 8192, 8, 80)
     assert out(page, "tp", "per_layer") == pb.fmt(r.per_layer, "MB")
     assert out(page, "tp", "per_step") == pb.fmt(r.per_step)
     assert out(page, "tp", "message") == pb.fmt(r.message, "MB")

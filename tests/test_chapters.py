@@ -1,5 +1,5 @@
-"""Does every chapter page carry its goals, figures, glued numbers, answers and misconception boxes,
-and is no number in the prose typed by hand?"""
+"""Does every chapter page carry its goals, figures, computed ({eval}) numbers, answers and misconception
+boxes, and is no number in the prose typed by hand?"""
 
 from __future__ import annotations
 
@@ -74,30 +74,30 @@ def code_cells(text: str) -> list[tuple[str, str]]:
 
 
 def prose(text: str) -> str:
-    """The page without front matter, code cells, raw blocks, math, inline code and glue roles."""
+    """The page without front matter, code cells, raw blocks, math, inline code and {eval} roles."""
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"```\{(?:code-cell|raw|glossary)\}.*?\n```", "", text, flags=re.S)
     text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
     text = re.sub(r"\$[^$\n]+\$", "", text)
-    text = re.sub(r"\{glue:text\}`[^`]*`", "", text)
+    text = re.sub(r"\{eval\}`[^`]*`", "", text)
     text = re.sub(r"`[^`\n]*`", "", text)
     return text
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_hand_typed_result_in_prose(page):
-    """Is every number with a unit in the prose either glued or one of the page's given inputs?"""
+    """Is every number with a unit in the prose either computed ({eval}) or one of the page's given inputs?"""
     found = {f"{m.group(1)} {m.group(2)}" for m in NUMBER_WITH_UNIT.finditer(prose(source(page)))}
     typed = found - GIVEN[page]
-    assert not typed, f"{page}.md types {sorted(typed)} by hand: glue them from the package"
+    assert not typed, f"{page}.md types {sorted(typed)} by hand: compute them from the package and show them with {{eval}}"
 
 
 def test_the_prose_scan_catches_a_typed_result():
-    """Would the scan notice '3 GB' typed into the ring chapter, but not the same text glued or in code?"""
+    """Would the scan notice '3 GB' typed into the ring chapter, but not the same text as {eval} or in code?"""
     typed = source("ring-allreduce") + "\n每 rank 发送 3 GB,下界 120 ms。\n"
     found = {f"{m.group(1)} {m.group(2)}" for m in NUMBER_WITH_UNIT.finditer(prose(typed))}
     assert {"3 GB", "120 ms"} <= found - GIVEN["ring-allreduce"]
-    assert not NUMBER_WITH_UNIT.search(prose("发送 {glue:text}`ch2_send`,`x = '3 GB'`,$3\\,GB$"))
+    assert not NUMBER_WITH_UNIT.search(prose("发送 {eval}`ch2_send`,`x = '3 GB'`,$3\\,GB$"))
 
 
 CHAPTER_LABS = {
@@ -174,7 +174,7 @@ def test_misconception_boxes(page, title_words):
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_figures_calculators_and_hidden_panels(page):
     """Does the chapter draw its figures at build, mark its calculators once each, and run its
-    ipywidgets panel only in a remove-cell, with the sentence that points to JupyterLab?"""
+    ipywidgets panel in a cell the site hides, with the sentence that points to JupyterLab?"""
     text = source(page)
     cells = code_cells(text)
     for fig in FIGURES[page]:
@@ -182,22 +182,54 @@ def test_figures_calculators_and_hidden_panels(page):
     kinds = re.findall(r'<div class="pb-calc" data-calc="(\w+)"></div>', text)
     assert set(kinds) == CALCS[page] and len(kinds) == len(set(kinds))
     panel = [(opts, body) for opts, body in cells if PANELS[page] in body]
-    assert panel and all("remove-cell" in opts for opts, _ in panel)
+    assert panel and all(runs_hidden_on_site(opts) for opts, _ in panel)
     assert all("assert" in body for _, body in panel), "the panel cell must check what it shows"
     assert "在 JupyterLab 中打开本章可使用交互面板" in text
 
 
+def runs_hidden_on_site(opts: str) -> bool:
+    """Is a cell executed but hidden on the site (remove-input + remove-output; myst-nb's inline mode
+    does not execute a remove-cell) and collapsed in JupyterLab (jupyter.source_hidden)?"""
+    return ("remove-input" in opts and "remove-output" in opts and "remove-cell" not in opts
+            and re.search(r"^jupyter:\n  source_hidden: true$", opts, re.M) is not None)
+
+
+def unbound_eval_names(text: str) -> set[str]:
+    """{eval} names of a page that its first cell does not bind with ``name = text(...)``
+    (or ``a, b = (text(...) for ...)``)."""
+    first = code_cells(text)[0][1]
+    roles = set(re.findall(r"\{eval\}`([^`]+)`", text))
+    targets = re.findall(r"^\s*([A-Za-z_][\w, ]*?) = \(?text\(", first, re.M)  # a = text(..); a, b = (text(..) for ..)
+    bound = {name.strip() for t in targets for name in t.split(",")}
+    return roles - bound
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_hidden_cells_assert_or_glue_only_from_the_package(page):
-    """Does every page glue from parallel_budget in a remove-cell, and do chapters assert the lesson's promises?"""
+def test_hidden_cells_assert_or_compute_only_from_the_package(page):
+    """Does every page compute its prose numbers from parallel_budget in a hidden first cell, is every
+    {eval} name bound there with text(...), and is every cell the site hides also collapsed in JupyterLab?"""
     text = source(page)
     cells = code_cells(text)
-    assert "remove-cell" in cells[0][0] and "glue_text(" in cells[0][1]
-    roles = set(re.findall(r"\{glue:text\}`([^`]+)`", text))
-    glued = set(re.findall(r'glue_text\(\s*f?"([^"{]+)', text))
-    dynamic = re.findall(r'glue_text\(\s*f"([^"{]*)\{', text)
-    missing = {r for r in roles if r not in glued and not any(r.startswith(d) for d in dynamic)}
-    assert not missing, f"{page}: roles without glue {missing}"
+    assert runs_hidden_on_site(cells[0][0]) and "text(" in cells[0][1] and "import parallel_budget" in cells[0][1]
+    assert "{eval}`" in text, f"{page}: no {{eval}} number"
+    missing = unbound_eval_names(text)
+    assert not missing, f"{page}: {{eval}} names not bound with text(...) in the first cell: {missing}"
+    assert "{glue" not in text and "glue_text" not in text, f"{page}: old glue syntax (run glue_to_eval)"
+    for opts, body in cells:
+        assert "remove-cell" not in opts, f"{page}: a remove-cell is not executed in inline mode: {body[:60]!r}"
+        if "remove-input" in opts:
+            assert "source_hidden: true" in opts, f"{page}: hidden on the site but not in JupyterLab: {body[:60]!r}"
+
+
+def test_the_eval_checks_catch_an_unbound_name_and_a_remove_cell():
+    """Would a prose {eval} name that the first cell does not bind, or a remove-cell, be noticed?"""
+    text = source("ring-allreduce")
+    assert unbound_eval_names(text + "\n发送 {eval}`ch2_sendx`。\n") == {"ch2_sendx"}
+    assert unbound_eval_names(source("zero-memory")) == set()  # ch3_z0, ch3_z1, ... = (text(...) for row in t)
+    assert "ch3_zz" in unbound_eval_names(source("zero-memory") + "{eval}`ch3_zz`")
+    assert runs_hidden_on_site(code_cells(text)[0][0])
+    assert not runs_hidden_on_site(":tags: [remove-cell]\n")
+    assert not runs_hidden_on_site("---\ntags: [remove-input, remove-output]\n---\n")
 
 
 def test_glossary_covers_every_term_role_and_the_issue_terms():
@@ -232,7 +264,7 @@ def test_intro_and_exercises_link_the_plan_record():
 
 # ------------------------------------------------------------------ the built site
 
-def expected_glued() -> dict[str, list[str]]:
+def expected_shown() -> dict[str, list[str]]:
     """Numbers each built page must show, computed here from the package."""
     r = pb.ring_allreduce(4, "2 GB", "25 GB/s")
     s = pb.step_time("400 ms", 4, r.lower_bound)
@@ -258,18 +290,19 @@ def fmt_s(x: float) -> str:
     return f"{x:.3g}"
 
 
-def pasted(built_site, page) -> list[str]:
+def shown_by_eval(built_site, page) -> list[str]:
+    """The texts myst-nb rendered for the page's {eval} roles."""
     html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
-    return re.findall(r'<span class="pasted-text">([^<]*)</span>', html)
+    return re.findall(r'<span class="output text_plain">([^<]*)</span>', html)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", list(expected_glued()))
+@pytest.mark.parametrize("page", list(expected_shown()))
 def test_built_pages_show_the_package_numbers(built_site, page):
-    """Does each built page show, glued, the numbers the package computes for its examples?"""
-    shown = pasted(built_site, page)
-    for n in expected_glued()[page]:
-        assert n in shown, f"{page}: {n!r} not among glued values {shown}"
+    """Does each built page show, through {eval}, the numbers the package computes for its examples?"""
+    shown = shown_by_eval(built_site, page)
+    for n in expected_shown()[page]:
+        assert n in shown, f"{page}: {n!r} not among the {{eval}} values {shown}"
 
 
 @pytest.mark.slow
@@ -282,7 +315,7 @@ def test_built_chapters_have_figures_dropdowns_and_no_dead_widget(built_site, pa
     assert len(figs) >= len(FIGURES[page]), imgs
     assert html.count("<figcaption") >= len(FIGURES[page])
     assert html.count("sd-dropdown") >= 2
-    # The panels run in remove-cells: no widget view may reach the page (nbclient's inert
+    # The panels run in cells the site hides: no widget view may reach the page (nbclient's inert
     # widget-state JSON may, it renders nothing without the widget JavaScript, which is not shipped).
     assert "widget-view" not in html and "@jupyter-widgets/html-manager" not in html
     for kind in CALCS[page]:

@@ -99,3 +99,30 @@ def test_no_cjk_font_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(pages, "CJK_FONTS", ("No Such Font",))
     with warnings.catch_warnings(), pytest.raises(RuntimeError, match="fonts-noto-cjk"):
         pages.use_cjk_font()
+
+
+def test_calculators_use_the_figures_palette():
+    """Does every calculator colour class in calc.css use the figures' colour for the same meaning?"""
+    import re
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "calc" / "calc.css").read_text(encoding="utf-8")
+    fills = {m.group(1): m.group(2).upper() for m in re.finditer(r"\.(pb-[a-z0-9]+)\s*\{\s*fill:\s*(#[0-9A-Fa-f]{6})", css)}
+    assert set(figures.CSS_CLASSES) <= set(fills), set(figures.CSS_CLASSES) - set(fills)
+    for cls, role in figures.CSS_CLASSES.items():
+        assert fills[cls] == figures.PALETTE[role].upper(), (cls, role)
+    # orange means one thing: time the step pays for (exposed communication, waiting)
+    assert [r for r, c in figures.PALETTE.items() if c == figures.ORANGE] == ["exposed"]
+
+
+def test_timeline_colours_hidden_and_exposed_by_role():
+    """Hidden communication is drawn in the 'hidden' colour, exposed in orange, in the figure too."""
+    from matplotlib.colors import to_hex
+
+    ring = pb.ring_allreduce(4, "2 GB", "25 GB/s")
+    fig = figures.step_timeline_figure(pb.step_time("400 ms", 4, ring.lower_bound),
+                                       pb.step_time("400 ms", 4, ring.lower_bound, overlap=1))
+    colours = {to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches if p.get_width() > 0}
+    assert figures.PALETTE["hidden"].upper() in colours and figures.PALETTE["exposed"].upper() in colours
+    hatched = {to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches if p.get_hatch()}
+    assert hatched == {figures.ORANGE.upper()}

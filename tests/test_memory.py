@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from parallel_budget import zero_memory, zero_table
+from parallel_budget import ring_allreduce, zero_communication, zero_memory, zero_table
 
 
 def test_lesson_table():
@@ -46,3 +46,33 @@ def test_invariants(p, d):
     rows = [r.total.magnitude for r in zero_table(p, d)]
     assert rows[3] == pytest.approx(rows[0] / d)
     assert all(a >= b * (1 - 1e-12) for a, b in zip(rows, rows[1:]))
+
+
+def test_zero_communication_per_stage():
+    """ZeRO-1/2 send what DDP's all-reduce sends (3 GB for 1B bf16 on 4 ranks); ZeRO-3 1.5x (4.5 GB)?"""
+    ddp = ring_allreduce(4, "2 GB", "25 GB/s").send_per_rank
+    rows = [zero_communication(1e9, 4, s) for s in range(4)]
+    assert [r.send_per_rank.to("GB").magnitude for r in rows] == pytest.approx([3, 3, 3, 4.5])
+    assert rows[0].send_per_rank.to("B").magnitude == pytest.approx(ddp.to("B").magnitude)
+    assert [r.relative_to_ddp for r in rows] == pytest.approx([1, 1, 1, 1.5])
+    assert [c for c, _, _ in rows[1].collectives] == ["reduce-scatter", "all-gather"]
+    assert [c for c, _, _ in rows[3].collectives].count("all-gather") == 2
+    assert rows[3].lower_bound("25 GB/s").to("ms").magnitude == pytest.approx(180)
+    assert "1.5x DDP" in repr(rows[3])
+
+
+def test_zero_communication_bad_arguments():
+    with pytest.raises(ValueError, match="stage"):
+        zero_communication(1e9, 4, 5)
+    with pytest.raises(ValueError, match="dp"):
+        zero_communication(1e9, 0, 1)
+    with pytest.raises(ValueError, match="bandwidth"):
+        zero_communication(1e9, 4, 1).lower_bound("3 GB")
+
+
+@given(p=st.floats(1e3, 1e13), d=st.integers(1, 4096))
+def test_zero_communication_invariants(p, d):
+    """ZeRO-1/2 equal DDP, ZeRO-3 is 1.5x, for any model and D."""
+    rows = [zero_communication(p, d, s).send_per_rank.to("B").magnitude for s in range(4)]
+    assert rows[1] == pytest.approx(rows[0]) and rows[2] == pytest.approx(rows[0])
+    assert rows[3] == pytest.approx(1.5 * rows[0])

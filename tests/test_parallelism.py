@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from parallel_budget import pipeline_bubble, pipeline_bubble_over_ideal, pipeline_schedule, tp_allreduce
+from parallel_budget import (pipeline_bubble, pipeline_bubble_over_ideal, pipeline_in_flight, pipeline_schedule,
+                             tp_allreduce)
 
 
 def test_bubble_conventions():
@@ -65,3 +66,42 @@ def test_tp_lower_bound_scales_with_bandwidth():
         c.lower_bound("100 GB")
     with pytest.raises(ValueError, match="大于 0"):
         c.lower_bound(0)
+
+
+def _simulated_peak(p, m, schedule):
+    """Peak in-flight microbatches per stage, by replaying each stage's op order."""
+    peaks = []
+    for i in range(p):
+        if schedule == "gpipe":
+            ops = ["F"] * m + ["B"] * m
+        else:  # 1F1B: warm-up forwards, then one forward one backward, then cool-down backwards
+            warm = min(p - i - 1, m)
+            ops = ["F"] * warm
+            for _ in range(m - warm):
+                ops += ["F", "B"]
+            ops += ["B"] * warm
+        live = peak = 0
+        for op in ops:
+            live += 1 if op == "F" else -1
+            peak = max(peak, live)
+        assert live == 0
+        peaks.append(peak)
+    return tuple(peaks)
+
+
+@given(p=st.integers(1, 16), m=st.integers(1, 64))
+def test_in_flight_matches_replayed_schedules(p, m):
+    """GPipe holds m microbatches on each stage; 1F1B at most p - i, never more than p."""
+    for schedule in ("gpipe", "1f1b"):
+        r = pipeline_in_flight(p, m, schedule)
+        assert r.per_stage == _simulated_peak(p, m, schedule)
+    assert pipeline_in_flight(p, m, "1f1b").peak == min(p, m)
+    assert pipeline_in_flight(p, m, "gpipe").peak == m
+
+
+def test_in_flight_activations_and_bad_schedule():
+    """4 stages, 8 microbatches, 1 GB each: GPipe 8 GB, 1F1B 4 GB on the first stage."""
+    assert pipeline_in_flight(4, 8, "gpipe", "1 GB").activations.to("GB").magnitude == pytest.approx(8)
+    assert pipeline_in_flight(4, 8, "1F1B", "1 GB").activations.to("GB").magnitude == pytest.approx(4)
+    with pytest.raises(ValueError, match="schedule"):
+        pipeline_in_flight(4, 8, "zb-h1")

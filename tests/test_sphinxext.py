@@ -41,11 +41,11 @@ def test_registered_files_exist():
     assert (ASSETS.parent / sphinxext.CALC_CSS).is_file()
 
 
-def test_assets_stay_within_40_kb_and_offline():
-    """Is all calculator JS + CSS at most 40 000 bytes, free of URLs to other hosts?"""
+def test_assets_stay_within_45_kb_and_offline():
+    """Is all calculator JS + CSS at most 45 000 bytes (issue 14 allows up to 60 KB), free of URLs to other hosts?"""
     files = [p for p in ASSETS.iterdir() if p.suffix in (".js", ".css")]
     total = sum(p.stat().st_size for p in files)
-    assert total <= 40_000, f"calculator JS + CSS is {total} B, budget 40000 B"
+    assert total <= 45_000, f"calculator JS + CSS is {total} B, budget 45000 B"
     for p in files:
         text = p.read_text(encoding="utf-8")
         assert not re.search(r"https?://|//cdn|@import", text), p.name

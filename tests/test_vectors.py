@@ -93,3 +93,35 @@ def test_javascript_agrees_with_the_vectors():
     tail = "\n".join(proc.stdout.splitlines()[-30:])
     assert proc.returncode == 0, f"node --test failed:\n{tail}\n{proc.stderr[-2000:]}"
     assert "# fail 0" in proc.stdout
+
+
+def test_tp_defaults_are_the_chapters_example():
+    """Does the TP calculator start from the configuration the TP/PP chapter computes?"""
+    import re
+
+    src = (ROOT / "book" / "tp-pp.md").read_text(encoding="utf-8")
+    call = re.search(r"pb\.tp_allreduce\(([^)]*)\)", src).group(1)
+    chapter = {k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", call)}
+    defaults = {f["name"]: float(f["default"]) for f in FIELDS["tp"]}
+    assert chapter == defaults
+    out = evaluate("tp", {})["out"]
+    tp = pb.tp_allreduce(**{k: int(v) for k, v in chapter.items()})
+    assert out["send_per_rank_per_step"] == pytest.approx(tp.send_per_rank_per_step.to("B").magnitude)
+
+
+def test_ring_calculator_caps_overlap_at_the_backward_share():
+    """Full overlap in the calculator hides only backward (2/3 of compute), as step_time does."""
+    out = evaluate("ring", {"overlap": "1"})["out"]
+    s = pb.step_time("400 ms", 4, "120 ms", overlap=1)
+    assert out["hidden_comm"] == pytest.approx(s.hidden_comm.to("s").magnitude) == pytest.approx(0.4 / 4 * 2 / 3)
+    assert out["step"] == pytest.approx(s.step.to("s").magnitude)
+    assert out["step"] > 0.12
+    last = evaluate("ring", {"overlap": "1", "compute": "4000", "last_bucket": "30"})["out"]
+    assert last["exposed_comm"] == pytest.approx(0.03)
+
+
+def test_zero_calculator_reports_communication():
+    """ZeRO-1/2 rows send what DDP sends, ZeRO-3 1.5 times as much."""
+    rows = evaluate("zero", {})["out"]["rows"]
+    assert [r["send_per_rank"] for r in rows] == pytest.approx([3e9, 3e9, 3e9, 4.5e9])
+    assert [r["relative_to_ddp"] for r in rows] == pytest.approx([1, 1, 1, 1.5])

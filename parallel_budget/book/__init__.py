@@ -1,6 +1,6 @@
 """Book-side code: what the chapters, the site and JupyterLab use to show the model.
 
-* :mod:`.pages`       glue computed numbers into prose; CJK font for figures
+* :mod:`.pages`       text() for the prose {eval} numbers; CJK font for figures
 * :mod:`.figures`     build-time matplotlib figures of the chapters
 * :mod:`.widgets`     ipywidgets recompute panels for JupyterLab
 * :mod:`.calculators` the in-page calculators' fields, limits and ``evaluate``

@@ -19,7 +19,7 @@ import math
 import re
 
 from ..model.communication import ring_allreduce
-from ..model.memory import zero_table
+from ..model.memory import zero_communication, zero_table
 from ..model.parallelism import pipeline_bubble, pipeline_schedule, tp_allreduce
 from ..model.steptime import step_time
 from ..model.units import as_params, parse
@@ -53,6 +53,8 @@ FIELDS = {
         _f("bw_unit", "select", "GB/s", options=["GB/s", "Gb/s"]),
         _f("compute", "num", "400", 0, 1e7, lo_open=True),  # ms on one device
         _f("overlap", "num", "0", 0, 1),
+        _f("backward_ratio", "num", "2", 0, 1e3),  # backward / forward time; share = r / (1 + r), 2 -> 2/3
+        _f("last_bucket", "num", "0", 0, 1e7),  # ms, always exposed
     ],
     "zero": [
         _f("params", "params", "1B", 0, 1e15, lo_open=True),
@@ -69,7 +71,7 @@ FIELDS = {
         _f("stage_times", "list", "", 0, 1e6, lo_open=True, optional=True),  # ms per stage
     ],
     "tp": [
-        _f("batch", "int", "4", 1, 100000),
+        _f("batch", "int", "8", 1, 100000),  # the chapter's example: pb.tp_allreduce(8, 2048, 4096, 4, 32)
         _f("seq", "int", "2048", 1, 10000000),
         _f("hidden", "int", "4096", 1, 1000000),
         _f("tp", "int", "4", 1, 1024),
@@ -141,12 +143,14 @@ def _ring(v):
     grad = _quantity(v, "grad", "grad_unit", "bytes")
     bw = _quantity(v, "bandwidth", "bw_unit", "bandwidth")
     r = ring_allreduce(int(v["ranks"]), grad, bw)
-    s = step_time(v["compute"] / 1000, r.ranks, r.lower_bound, v["overlap"])
+    s = step_time(v["compute"] / 1000, r.ranks, r.lower_bound, v["overlap"],
+                  v["backward_ratio"] / (1 + v["backward_ratio"]), v["last_bucket"] / 1000)
     return {
         "grad": grad, "bandwidth": bw, "chunk": r.chunk.magnitude, "rounds": r.steps,
         "send_per_rank": r.send_per_rank.magnitude, "recv_per_rank": r.recv_per_rank.magnitude,
         "total_sent": r.total_sent.magnitude, "lower_bound": r.lower_bound.magnitude,
-        "compute_per_rank": s.compute_per_rank.magnitude, "hidden_comm": s.hidden_comm.magnitude,
+        "compute_per_rank": s.compute_per_rank.magnitude, "backward": s.backward.magnitude,
+        "hidden_comm": s.hidden_comm.magnitude,
         "exposed_comm": s.exposed_comm.magnitude, "step": s.step.magnitude,
         "speedup": s.speedup, "efficiency": s.efficiency, "comm_bound": s.is_comm_bound(),
     }
@@ -159,8 +163,10 @@ def _zero(v):
         {
             "stage": r.stage, "param_state": r.param_state.magnitude, "grad_state": r.grad_state.magnitude,
             "optim_state": r.optim_state.magnitude, "total": r.total.magnitude, "fits": r.fits(memory),
+            "send_per_rank": c.send_per_rank.magnitude, "relative_to_ddp": c.relative_to_ddp,
         }
-        for r in t
+        for r, c in ((r, zero_communication(v["params"], int(v["dp"]), r.stage, v["param_bytes"],
+                                            v["grad_bytes"])) for r in t)
     ]
     return {"params": v["params"], "memory": memory, "rows": rows, "smallest_fitting_stage": t.smallest_fitting_stage(memory)}
 

@@ -14,8 +14,24 @@ from __future__ import annotations
 from .pages import use_cjk_font
 from ..model.units import fmt, fmt_percent
 
-# One palette for the whole book (colour-blind safe, Okabe-Ito).
+# One palette for the whole book (colour-blind safe, Okabe-Ito), shared with the
+# in-page calculators: each colour has one meaning in every figure and in
+# book/_static/calc/calc.css (tests/test_figures.py compares the two).
 BLUE, ORANGE, GREEN, VERMILION, PURPLE, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#BBBBBB"
+SKY = "#56B4E9"
+PALETTE = {
+    "compute": BLUE,  # computation (and every other microbatch of a pipeline)
+    "compute_alt": SKY,  # the alternate microbatches of a pipeline
+    "hidden": GREEN,  # communication hidden behind compute; calls that agree
+    "exposed": ORANGE,  # time the step pays for: exposed communication, waiting
+    "error": VERMILION,  # a wrong result or the rank whose calls diverge
+    "param": SKY,  # ZeRO bars: parameters
+    "grad": PURPLE,  # ZeRO bars: gradients
+    "optim": BLUE,  # ZeRO bars: optimizer state
+}
+#: The calculators' SVG classes (calc.css) and the palette role each must use.
+CSS_CLASSES = {"pb-c": "compute", "pb-c2": "compute_alt", "pb-h": "hidden", "pb-x": "exposed",
+               "pb-p": "param", "pb-g": "grad", "pb-o": "optim"}
 
 
 def _new(width, height):
@@ -44,7 +60,7 @@ def update_outcomes_figure(updates):
     labels = {"mean": "求平均(正确)", "sum": "只求和,没除以 R", "mean_twice": "平均做了两次"}
     ref = updates[0].reference
     for i, u in enumerate(updates):
-        color = GREEN if u.matches_reference else VERMILION
+        color = PALETTE["hidden"] if u.matches_reference else PALETTE["error"]
         ax.barh(i, u.weights[0], color=color, height=0.55)
         ax.text(u.weights[0] + 0.02, i, f"w = {u.weights[0]:.3g}(聚合梯度 {u.aggregated_grad:.3g})", va="center", fontsize=9)
     ax.axvline(ref, color=GREY, linestyle="--", linewidth=1.2)
@@ -71,7 +87,7 @@ def ring_rounds_figure(schedule, ring=None):
     import matplotlib.pyplot as plt
 
     ranks = len(schedule[0])
-    phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", GREEN, "只复制,分发结果")]
+    phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", PURPLE, "只复制,分发结果")]
     per_phase = len(schedule) // 2
     fig, axes = plt.subplots(2, 1, figsize=(1.3 * per_phase + 1.5, 2 * (0.55 * ranks + 0.6) + 0.9),
                              dpi=110, layout="constrained")
@@ -121,9 +137,9 @@ def step_timeline_figure(no_overlap, overlap):
         comm_start = c0 - ms(st.hidden_comm)
         segs = [(0, c0, BLUE, "计算", None)]
         if ms(st.hidden_comm) > 0:
-            segs.append((comm_start, ms(st.hidden_comm), ORANGE, "隐藏", None))
+            segs.append((comm_start, ms(st.hidden_comm), PALETTE["hidden"], "隐藏", None))
         if ms(st.exposed_comm) > 0:
-            segs.append((c0, ms(st.exposed_comm), VERMILION, "暴露", "//"))
+            segs.append((c0, ms(st.exposed_comm), PALETTE["exposed"], "暴露", "//"))
         rows.append((label, segs, st.step))
     for i, (label, segs, total) in enumerate(rows):
         y = len(rows) - 1 - i
@@ -139,8 +155,8 @@ def step_timeline_figure(no_overlap, overlap):
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)])
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=BLUE, label="计算"), Patch(color=ORANGE, label="被计算遮住的通信"),
-                       Patch(facecolor=VERMILION, hatch="//", edgecolor="white", label="暴露的通信")],
+    ax.legend(handles=[Patch(color=PALETTE["compute"], label="计算"), Patch(color=PALETTE["hidden"], label="被反向遮住的通信"),
+                       Patch(facecolor=PALETTE["exposed"], hatch="//", edgecolor="white", label="暴露的通信")],
               loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False, fontsize=9)
     ax.set_xlabel("时间(ms)")
     ax.set_xlim(0, ms(no_overlap.compute_single) * 1.28)
@@ -161,7 +177,8 @@ def zero_bars_figure(table, device_memory=None):
     fig, ax = _new(6.4, 3.8)
     gb = lambda q: q.to("GB").magnitude  # noqa: E731 (unit conversion only)
     names = [row.name for row in table]
-    parts = [("参数", "param_state", BLUE), ("梯度", "grad_state", ORANGE), ("优化器状态(FP32 主副本 + Adam)", "optim_state", GREEN)]
+    parts = [("参数", "param_state", PALETTE["param"]), ("梯度", "grad_state", PALETTE["grad"]),
+             ("优化器状态(FP32 主副本 + Adam)", "optim_state", PALETTE["optim"])]
     bottoms = [0.0] * len(names)
     for label, field, color in parts:
         vals = [gb(getattr(row, field)) for row in table]
@@ -197,7 +214,7 @@ def pipeline_gantt_figure(schedule, title=None):
     fig, ax = _new(6.6, 0.55 * stages + 1.5)
     ms = lambda s: 1e3 * s  # noqa: E731 (seconds to ms)
     times = [t.to("ms").magnitude for t in schedule.stage_times]
-    palette = [BLUE, ORANGE, GREEN, VERMILION, PURPLE]
+    palette = [PALETTE["compute"], PALETTE["compute_alt"]]
     for i, row in enumerate(schedule.starts):
         ax.barh(i, ms(schedule.makespan.to("s").magnitude), color="#F2F2F2", height=0.7)
         for j, start in enumerate(row):
@@ -223,7 +240,7 @@ def hang_sequence_figure(check):
         for k in range(longest):
             if k < len(seq):
                 bad = check.hangs and k >= check.mismatch_at
-                color = VERMILION if (bad and r in check.diverged) else (ORANGE if bad else GREEN)
+                color = PALETTE["error"] if (bad and r in check.diverged) else (PALETTE["exposed"] if bad else PALETTE["hidden"])
                 ax.add_patch(_box(k, r, color))
                 ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color="white", fontsize=9)
             elif check.hangs and k == check.mismatch_at:

@@ -1,8 +1,12 @@
-"""Helpers for chapter pages: glue computed numbers into prose, and draw figures.
+"""Helpers for chapter pages: numbers for the prose, and figures.
 
-Chapters call :func:`glue_text` so that every number in a sentence is produced
-by the package at build time, and :func:`use_cjk_font` before drawing so
-Chinese labels render (a missing glyph fails the build instead of drawing boxes).
+A chapter's hidden first cell binds every number of its prose to a name with
+:func:`text` (``ch2_send = text(pb.fmt(r.send_per_rank))``) and the prose shows it
+with the MyST role ``{eval}`ch2_send```.  The role is rendered by myst-nb on the
+site (``execute_notebooks: inline``) and by jupyterlab-myst in JupyterLab, from
+the kernel's value, so both show the same package-computed text.
+:func:`use_cjk_font` is called before drawing so Chinese labels render (a missing
+glyph fails the build instead of drawing boxes).
 """
 
 from __future__ import annotations
@@ -10,20 +14,18 @@ from __future__ import annotations
 import warnings
 
 
-class _Text(str):
-    """A string whose repr is itself, so ``{glue:text}`` shows it without quotes."""
+class Text(str):
+    """A string whose repr is itself, so ``{eval}`` shows it without quotes in either renderer."""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return str(self)
 
 
-def glue_text(name: str, text) -> str:
-    """Glue ``text`` (a str) under ``name`` for ``{glue:text}`name``` in prose."""
-    from myst_nb import glue
-
-    value = _Text(str(text))
-    glue(name, value, display=False)
-    return value
+def text(value) -> Text:
+    """``value`` (usually a formatted quantity) as prose text for the ``{eval}`` role."""
+    return Text(str(value))
 
 
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei", "Source Han Sans SC")

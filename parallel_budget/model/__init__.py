@@ -3,9 +3,9 @@
 * :mod:`.units`         registry, parsing (``"25 Gb/s"``), formatting
 * :mod:`.update`        one data-parallel update, sum vs mean
 * :mod:`.communication` ring all-reduce traffic, nccl-tests busbw
-* :mod:`.steptime`      step time, speedup, efficiency, overlap, waiting for a straggler
-* :mod:`.memory`        ZeRO resident model-state table
-* :mod:`.parallelism`   pipeline bubble and schedule, tensor-parallel traffic
+* :mod:`.steptime`      step time, speedup, efficiency, overlap behind backward, waiting for a straggler
+* :mod:`.memory`        ZeRO resident model-state table and ZeRO communication per stage
+* :mod:`.parallelism`   pipeline bubble, schedule, GPipe vs 1F1B in-flight microbatches, tensor-parallel traffic
 * :mod:`.activations`   activation bytes per transformer layer (Korthikanti et al. 2022)
 * :mod:`.planterms`     the terms of a plan's budget, each from its module, in floats
 * :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step; search

@@ -5,6 +5,13 @@ stage is idle for (p-1) of the (m+p-1) slots of a step, so the idle fraction
 is (p-1)/(m+p-1).  Papers also quote bubble time over ideal time, (p-1)/m.
 With unequal stage times the slowest stage sets the pace.
 
+The two schedules have the same bubble but not the same memory.  GPipe runs all
+m forwards before any backward, so every stage holds the activations of all m
+microbatches.  1F1B (PipeDream-Flush, Narayanan et al. 2021) starts backward as
+soon as the last stage has finished a microbatch's forward and then alternates
+one forward with one backward: stage i (0-based) holds at most min(p - i, m)
+microbatches, bounded by the number of stages rather than by m.
+
 Tensor parallel (Megatron-LM style): each transformer layer does two
 all-reduces of the activations (b x s x h) in forward (after attention and
 after the MLP) and two in backward.  Their traffic is ring all-reduce traffic
@@ -179,3 +186,49 @@ def tp_allreduce(batch, seq, hidden, tp, layers, bytes_per_elem=2) -> TensorPara
         send_per_rank_per_layer=per_layer * factor,
         send_per_rank_per_step=per_layer * factor * n_layers,
     )
+
+
+PIPELINE_SCHEDULES = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class PipelineInFlight:
+    """Microbatches whose activations a stage holds at its peak, per schedule."""
+
+    schedule: str
+    stages: int
+    microbatches: int
+    per_stage: tuple  # peak microbatches in flight on stage 0 .. p-1
+    peak: int  # the worst stage (stage 0)
+    activations: pint.Quantity  # peak * activation bytes of one microbatch on one stage
+
+    def __repr__(self) -> str:
+        return (
+            f"PipelineInFlight(schedule={self.schedule!r}, stages={self.stages}, microbatches={self.microbatches}: "
+            f"per_stage={list(self.per_stage)}, peak={self.peak}, activations={fmt(self.activations, digits=4)})"
+        )
+
+
+def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_microbatch=0) -> PipelineInFlight:
+    """Peak microbatches in flight (forward done, backward not yet) on each stage.
+
+    GPipe: m on every stage.  1F1B: min(p - i, m) on stage i.
+    ``activation_per_microbatch`` (bytes one stage stores for one microbatch)
+    turns the peak count into bytes.
+
+    >>> pipeline_in_flight(4, 8, "gpipe").peak, pipeline_in_flight(4, 8, "1f1b").peak
+    (8, 4)
+    """
+    from .units import as_bytes
+
+    p = as_count(stages, arg="stages", func="pipeline_in_flight")
+    m = as_count(microbatches, arg="microbatches", func="pipeline_in_flight")
+    key = str(schedule).lower().replace("-", "").replace("_", "")
+    if key not in PIPELINE_SCHEDULES:
+        raise ValueError(
+            f"pipeline_in_flight() 的参数 schedule 不认识 {schedule!r}。可用:\"gpipe\"、\"1f1b\"。"
+        )
+    act = as_bytes(activation_per_microbatch, arg="activation_per_microbatch", func="pipeline_in_flight")
+    per_stage = tuple(m if key == "gpipe" else min(p - i, m) for i in range(p))
+    peak = max(per_stage)
+    return PipelineInFlight(key, p, m, per_stage, peak, (act * peak).to("B"))

@@ -41,7 +41,7 @@ import pint
 
 from . import planterms as T
 from .activations import _recompute
-PIPELINE_SCHEDULES = ("gpipe", "1f1b")  # replaced by parallelism.PIPELINE_SCHEDULES at the review merge
+from .parallelism import PIPELINE_SCHEDULES
 from .planreport import assumptions, verdict, verdict_codes  # noqa: F401 (verdict_codes re-exported)
 from .units import Q_, as_bandwidth, as_bytes, as_count, as_fraction, as_params, as_positive, as_time
 

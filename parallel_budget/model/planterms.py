@@ -23,35 +23,10 @@ from functools import lru_cache
 
 from .activations import layer_activation_bytes
 from .communication import ring_send_factor
-from .memory import zero_memory
-from .parallelism import pipeline_bubble, tp_allreduce
-from .steptime import step_time
+from .memory import zero_communication, zero_memory
+from .parallelism import pipeline_bubble, pipeline_in_flight, tp_allreduce
+from .steptime import BACKWARD_SHARE, step_time
 
-# --- Until branch `review` lands memory.zero_communication, parallelism.pipeline_in_flight
-# --- and step_time(backward_share=...): private stand-ins with the same results.
-BACKWARD_SHARE = 2 / 3
-_STAGE_COLLECTIVES = {
-    0: (("all-reduce", "梯度"),),
-    1: (("reduce-scatter", "梯度"), ("all-gather", "更新后的参数")),
-    2: (("reduce-scatter", "梯度"), ("all-gather", "更新后的参数")),
-    3: (("all-gather", "前向用的参数"), ("all-gather", "反向用的参数"), ("reduce-scatter", "梯度")),
-}
-
-
-def _zero_communication_rows(n, d, stage, p, g):
-    half = ring_send_factor(d) / 2
-    return tuple((c, w, n * (g if w == "梯度" else p) * (2 if c == "all-reduce" else 1) * half)
-                 for c, w in _STAGE_COLLECTIVES[stage])
-
-
-def _in_flight_peak(p, m, schedule):
-    return m if schedule == "gpipe" else min(p, m)
-
-
-def _hidden(compute, ranks, comm, overlap, backward_share):
-    s = step_time(compute * ranks, ranks, comm, overlap)
-    return min(float(s.hidden_comm.to("s").magnitude), backward_share * compute)
-# --- end of stand-ins
 
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
 
@@ -68,13 +43,14 @@ def zero_collectives(shard_params: float, dp: int, stage: int, p: float, g: floa
     """((collective, what, bytes sent per device), ...) of one step: memory.zero_communication."""
     if dp == 1:
         return ()
-    return _zero_communication_rows(shard_params, dp, stage, p, g)
+    z = zero_communication(shard_params, dp, stage, p, g)
+    return tuple((c, w, float(b.to("B").magnitude)) for c, w, b in z.collectives)
 
 
 @lru_cache(maxsize=4096)
 def in_flight(stages: int, microbatches: int, schedule: str) -> int:
     """Peak microbatches whose activations the first stage holds: parallelism.pipeline_in_flight."""
-    return _in_flight_peak(stages, microbatches, schedule)
+    return pipeline_in_flight(stages, microbatches, schedule).peak
 
 
 @lru_cache(maxsize=4096)
@@ -101,7 +77,8 @@ def hidden_behind_backward(compute: float, ranks: int, comm: float, overlap: flo
     """Seconds of overlappable communication hidden behind backward: steptime.step_time."""
     if comm == 0:
         return 0.0
-    return _hidden(compute, ranks, comm, overlap, backward_share)
+    s = step_time(compute * ranks, ranks, comm, overlap, backward_share)
+    return float(s.hidden_comm.to("s").magnitude)
 
 
 @lru_cache(maxsize=256)

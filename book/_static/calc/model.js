@@ -29,6 +29,8 @@ const FIELDS = {
     f('bw_unit', 'select', 'GB/s', null, null, { options: ['GB/s', 'Gb/s'] }),
     f('compute', 'num', '400', 0, 1e7, { open: 1 }),
     f('overlap', 'num', '0', 0, 1),
+    f('backward_ratio', 'num', '2', 0, 1e3),
+    f('last_bucket', 'num', '0', 0, 1e7),
   ],
   zero: [
     f('params', 'params', '1B', 0, 1e15, { open: 1 }),
@@ -45,7 +47,7 @@ const FIELDS = {
     f('stage_times', 'list', '', 0, 1e6, { open: 1, optional: 1 }),
   ],
   tp: [
-    f('batch', 'int', '4', 1, 100000),
+    f('batch', 'int', '8', 1, 100000),
     f('seq', 'int', '2048', 1, 10000000),
     f('hidden', 'int', '4096', 1, 1000000),
     f('tp', 'int', '4', 1, 1024),
@@ -209,16 +211,32 @@ function ringAllreduce(ranks, grad, bandwidth) {
   };
 }
 
-function stepTime(computeSingle, ranks, comm, overlap) {
-  const per = computeSingle / ranks;
-  const hidden = Math.min(comm * overlap, per);
+// Like steptime.step_time: only backward (backward_share of compute) can hide
+// communication, and the last bucket (lastBucket seconds) is always exposed.
+function stepTime(computeSingle, ranks, comm, overlap, backwardShare = 2 / 3, lastBucket = 0) {
+  if (lastBucket > comm) throw new FieldError('last_bucket', '最后一个桶的通信不能超过全部通信时间');
+  const per = computeSingle / ranks, backward = per * backwardShare;
+  const hidden = Math.max(Math.min(comm * overlap, backward, comm - lastBucket), 0);
   const exposed = comm - hidden;
   const step = per + exposed;
   const speedup = computeSingle / step;
   return {
-    compute_per_rank: per, hidden_comm: hidden, exposed_comm: exposed, step, speedup,
+    compute_per_rank: per, backward, hidden_comm: hidden, exposed_comm: exposed, step, speedup,
     efficiency: speedup / ranks, comm_bound: exposed > per,
   };
+}
+
+// Like memory.zero_communication: bytes each rank sends per step (ideal ring).
+const ZERO_COLLECTIVES = [[['ar', 'g']], [['rs', 'g'], ['ag', 'p']], [['rs', 'g'], ['ag', 'p']], [['ag', 'p'], ['ag', 'p'], ['rs', 'g']]];
+function zeroCommunication(n, d, stage, pBytes, gBytes) {
+  const half = (2 * (d - 1) / d) / 2;
+  let total = 0, units = 0;
+  for (const [c, what] of ZERO_COLLECTIVES[stage]) {
+    const size = n * (what === 'g' ? gBytes : pBytes), factor = c === 'ar' ? 2 : 1;
+    units += size * factor;
+    total += size * factor * half;
+  }
+  return { send_per_rank: total, relative_to_ddp: gBytes ? units / (n * gBytes * 2) : null };
 }
 
 function pipelineSchedule(times, m) {
@@ -253,7 +271,7 @@ const COMPUTE = {
     const grad = quantity(v, 'grad', 'grad_unit', 'bytes');
     const bandwidth = quantity(v, 'bandwidth', 'bw_unit', 'bandwidth');
     const r = ringAllreduce(v.ranks, grad, bandwidth);
-    return { grad, bandwidth, ...r, ...stepTime(v.compute / 1000, v.ranks, r.lower_bound, v.overlap) };
+    return { grad, bandwidth, ...r, ...stepTime(v.compute / 1000, v.ranks, r.lower_bound, v.overlap, v.backward_ratio / (1 + v.backward_ratio), v.last_bucket / 1000) };
   },
   zero(v) {
     const memory = quantity(v, 'memory', 'memory_unit', 'bytes');
@@ -263,7 +281,7 @@ const COMPUTE = {
       const grad_state = (n * v.grad_bytes) / (s >= 2 ? d : 1);
       const optim_state = (n * v.optim_bytes) / (s >= 1 ? d : 1);
       const total = param_state + grad_state + optim_state;
-      return { stage: s, param_state, grad_state, optim_state, total, fits: total <= memory };
+      return { stage: s, param_state, grad_state, optim_state, total, fits: total <= memory, ...zeroCommunication(n, d, s, v.param_bytes, v.grad_bytes) };
     });
     const fit = rows.find((r) => r.fits);
     return { params: n, memory, rows, smallest_fitting_stage: fit ? fit.stage : null };
@@ -307,7 +325,7 @@ function evaluate(kind, raw = {}) {
   }
 }
 
-const api = { FIELDS, EQUAL_STAGE_MS, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, pipelineSchedule, evaluate };
+const api = { FIELDS, EQUAL_STAGE_MS, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBModel = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

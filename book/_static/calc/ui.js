@@ -17,7 +17,9 @@ const LABELS = {
   bandwidth: ['单向有效带宽', 'GB/s 是字节,Gb/s 是比特'],
   bw_unit: ['带宽单位'],
   compute: ['单卡计算时间(ms)', '同一全局 batch 在一张卡上'],
-  overlap: ['通信可重叠比例', '0 到 1'],
+  overlap: ['通信可重叠比例', '0 到 1;1 表示每个桶一就绪就发'],
+  backward_ratio: ['反向耗时是前向的几倍', '常取 2:反向占计算的 2/3,只有反向能掩盖梯度通信'],
+  last_bucket: ['最后一个桶的通信(ms)', '反向结束才就绪,总是暴露'],
   params: ['参数个数 P', '如 7B、1.3e9、350M'],
   dp: ['数据并行度 D'],
   param_bytes: ['参数 字节/参数'],
@@ -37,7 +39,7 @@ const LABELS = {
 };
 const OPTION_TEXT = { mean: '求平均(或求和后除以 R 一次)', sum: '求和,不除以 R', mean_twice: '求平均后又除以 R' };
 const TITLES = {
-  update: '数据并行的一次更新', ring: 'ring all-reduce 与步时', zero: 'ZeRO 常驻状态表',
+  update: '数据并行的一次更新', ring: 'ring all-reduce 与步时', zero: '训练状态计算器:ZeRO 常驻状态与通信',
   pipeline: '流水线气泡', tp: '张量并行通信量',
 };
 
@@ -55,6 +57,8 @@ function ringTimeline(o, t1) {
   const per = o.compute_per_rank;
   let body = text(0, 20, '1 张卡') + rect(110, 8, t1 * scale, 16, 'pb-c', `单卡计算 ${T(t1)}`);
   body += text(0, 48, '每 rank 计算') + rect(110, 36, per * scale, 16, 'pb-c', `每 rank 计算 ${T(per)}`);
+  const bx = x(per - o.backward).toFixed(1);
+  body += `<line x1="${bx}" x2="${bx}" y1="32" y2="84" class="pb-mark"/>` + text(+bx + 3, 62, '反向', 'pb-small');
   body += text(0, 76, '通信') + rect(x(per - o.hidden_comm), 64, o.hidden_comm * scale, 16, 'pb-h', `被隐藏的通信 ${T(o.hidden_comm)}`);
   body += rect(x(per), 64, o.exposed_comm * scale, 16, 'pb-x', `暴露的通信 ${T(o.exposed_comm)}`);
   body += `<line x1="${x(o.step).toFixed(1)}" x2="${x(o.step).toFixed(1)}" y1="30" y2="86" class="pb-mark"/>`;
@@ -91,7 +95,7 @@ function zeroBars(o) {
     const y = 6 + r.stage * 26;
     let x = 110;
     body += text(0, y + 14, NAMES[r.stage]);
-    for (const [k, cls, s] of [['param_state', 'pb-c', '参数'], ['grad_state', 'pb-h', '梯度'], ['optim_state', 'pb-x', '优化器']]) {
+    for (const [k, cls, s] of [['param_state', 'pb-p', '参数'], ['grad_state', 'pb-g', '梯度'], ['optim_state', 'pb-o', '优化器']]) {
       body += rect(x, y, r[k] * scale, 18, cls, `${s} ${B(r[k])}`);
       x += r[k] * scale;
     }
@@ -99,7 +103,7 @@ function zeroBars(o) {
   }
   const mx = (110 + o.memory * scale).toFixed(1);
   body += `<line x1="${mx}" x2="${mx}" y1="0" y2="108" class="pb-mark"/>` + text(Math.min(+mx, 560), 122, `显存 ${B(o.memory)}`, 'pb-small');
-  return svg(156, '每卡常驻模型状态的条形图', body + legend(136, [['pb-c', '参数'], ['pb-h', '梯度'], ['pb-x', '优化器状态']]));
+  return svg(156, '每卡常驻模型状态的条形图', body + legend(136, [['pb-p', '参数'], ['pb-g', '梯度'], ['pb-o', '优化器状态']]));
 }
 
 const OUTPUTS = {
@@ -119,17 +123,20 @@ const OUTPUTS = {
       ['send_per_rank', '每 rank 发送', B(o.send_per_rank)], ['recv_per_rank', '每 rank 接收', B(o.recv_per_rank)],
       ['total_sent', '全网合计发送', B(o.total_sent)], ['chunk', '每块 G/R', B(o.chunk)],
       ['rounds', '轮数 2(R−1)', String(o.rounds)], ['lower_bound', '通信下界', T(o.lower_bound)],
-      ['compute_per_rank', '每 rank 计算', T(o.compute_per_rank)], ['exposed_comm', '暴露的通信', T(o.exposed_comm)],
+      ['compute_per_rank', '每 rank 计算', T(o.compute_per_rank)], ['backward', '其中反向(能掩盖通信的窗口)', T(o.backward)],
+      ['hidden_comm', '被隐藏的通信', T(o.hidden_comm)], ['exposed_comm', '暴露的通信', T(o.exposed_comm)],
       ['step', '步时', T(o.step)], ['speedup', '加速比', `${trim(o.speedup)}×`], ['efficiency', '效率', pct(o.efficiency)],
-    ]) + ringTimeline(o, v.compute / 1000);
+    ]) + ringTimeline(o, v.compute / 1000)
+      + '<p class="pb-note">模型的简化:理想 ring,不计每轮延迟与争用;梯度通信只能藏在反向里,最后一个桶在反向结束后才发出,总是暴露。</p>';
   },
   zero(o) {
-    const rows = o.rows.map((r) => `<tr data-stage="${r.stage}"><th scope="row">${NAMES[r.stage]}</th><td>${B(r.param_state)}</td><td>${B(r.grad_state)}</td><td>${B(r.optim_state)}</td><td data-out="total${r.stage}">${B(r.total)}</td><td data-out="fits${r.stage}">${r.fits ? '放得下' : '放不下'}</td></tr>`).join('');
+    const rows = o.rows.map((r) => `<tr data-stage="${r.stage}"><th scope="row">${NAMES[r.stage]}</th><td>${B(r.param_state)}</td><td>${B(r.grad_state)}</td><td>${B(r.optim_state)}</td><td data-out="total${r.stage}">${B(r.total)}</td><td data-out="fits${r.stage}">${r.fits ? '放得下' : '放不下'}</td><td data-out="comm${r.stage}">${B(r.send_per_rank)}</td><td>${r.relative_to_ddp === null ? '—' : `${trim(r.relative_to_ddp)}×`}</td></tr>`).join('');
     const best = o.smallest_fitting_stage;
-    return `<table class="pb-table"><thead><tr><th>方案</th><th>参数</th><th>梯度</th><th>优化器</th><th>合计/卡</th><th>${esc('≤ 显存?')}</th></tr></thead><tbody>${rows}</tbody></table>`
+    return `<table class="pb-table"><thead><tr><th>方案</th><th>参数</th><th>梯度</th><th>优化器</th><th>合计/卡</th><th>${esc('≤ 显存?')}</th><th>每 rank 每步发送</th><th>相对 DDP</th></tr></thead><tbody>${rows}</tbody></table>`
       + `<p data-out="fit">${best === null ? '四种方案的常驻状态都放不下这块卡。' : `最低放得下的方案:${NAMES[best]}。`}</p>`
       + zeroBars(o)
-      + '<p class="pb-note">只算常驻模型状态:激活、临时 all-gather、预取与通信缓冲另计,实际峰值会更高。</p>';
+      + '<p class="pb-note">只算常驻模型状态:激活、临时 all-gather、预取与通信缓冲另计,实际峰值会更高。'
+      + '通信按理想 ring 计:ZeRO-1/2 的 reduce-scatter + all-gather 与 DDP 的 all-reduce 一样多,ZeRO-3 多一次参数 all-gather,约 1.5 倍(ZeRO 论文第 7 节)。</p>';
   },
   pipeline(o) {
     return dl([
