@@ -27,7 +27,6 @@ from .memory import zero_communication, zero_memory
 from .parallelism import pipeline_bubble, pipeline_in_flight, tp_allreduce
 from .steptime import BACKWARD_SHARE, step_time
 
-
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
 
 
