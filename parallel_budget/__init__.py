@@ -15,6 +15,7 @@ Subpackages, one concern each (a module per concept inside):
 * :mod:`.labs`     optional CPU labs on real torch.distributed processes (import explicitly).
 """
 
+from .model.activations import ActivationMemory, activation_memory
 from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
 from .model.memory import ZeroCommunication, ZeroMemory, ZeroTable, zero_communication, zero_memory, zero_table
 from .model.parallelism import (
@@ -28,6 +29,7 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
+from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
@@ -36,21 +38,28 @@ from .model.update import DataParallelUpdate, data_parallel_update
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActivationMemory",
     "BACKWARD_SHARE",
+    "Collective",
     "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
     "PipelineInFlight",
     "PipelineSchedule",
+    "PlanBudget",
+    "PlanMemory",
+    "PlanSearch",
     "Q_",
     "RingAllReduce",
     "RingTransfer",
+    "SHAPES",
     "StepTime",
     "StragglerWait",
     "TensorParallelComm",
     "ZeroCommunication",
     "ZeroMemory",
     "ZeroTable",
+    "activation_memory",
     "as_bandwidth",
     "as_bytes",
     "as_params",
@@ -65,9 +74,11 @@ __all__ = [
     "pipeline_bubble_over_ideal",
     "pipeline_in_flight",
     "pipeline_schedule",
+    "plan_budget",
     "ring_allreduce",
     "ring_schedule",
     "ring_send_factor",
+    "search_plans",
     "step_time",
     "straggler_wait",
     "tp_allreduce",

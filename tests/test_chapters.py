@@ -11,7 +11,7 @@ import parallel_budget as pb
 from conftest import ROOT
 
 CHAPTERS = ["two-rank-update", "ring-allreduce", "zero-memory", "tp-pp", "debugging"]
-PAGES = CHAPTERS + ["intro", "exercises", "reading-guide", "next-lesson", "glossary"]
+PAGES = CHAPTERS + ["plan-builder", "intro", "exercises", "reading-guide", "next-lesson", "glossary"]
 
 # Numbers with a unit that a page may type by hand: the given inputs of its examples, nothing derived.
 GIVEN = {
@@ -21,6 +21,7 @@ GIVEN = {
     "zero-memory": {"6 GB"},
     "tp-pp": {"100 GB/s", "12.5 GB/s", "10 ms", "15 ms"},
     "debugging": set(),
+    "plan-builder": {"7 B", "80 GB", "150 GB/s", "25 GB/s", "200 Gb/s", "25 Gb/s", "40 %"},  # 7 B: "Llama 2 7B"
     "exercises": {"2 GB", "25 GB/s", "12.5 GB/s", "4 GB", "50 GB/s"},
     "reading-guide": set(),
     "next-lesson": set(),

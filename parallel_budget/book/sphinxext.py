@@ -26,6 +26,9 @@ from . import builddeps
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
 CALC_CSS = "calc/calc.css"
 MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
+# The plan builder (a larger script) only where it is mounted, after model.js and before main.js.
+PLAN_JS = "calc/plan.js"
+KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
 
 def _is_online_script(script) -> bool:
     text = str(getattr(script, "filename", "") or "") + str(getattr(script, "attributes", {}).get("body", ""))
@@ -43,7 +46,13 @@ def _add_tools(app, pagename, templatename, context, doctree):
     body = context.get("body") or ""
     if MOUNT.search(body):
         app.add_css_file(CALC_CSS)
-        for js in CALC_JS:
+        scripts = CALC_JS
+        kinds = set(KINDS.findall(body))
+        if "plan" in kinds:  # ui.js only for other calculators, record.js only for the record form
+            model, ui, record, main = CALC_JS
+            scripts = (model, *([ui] if kinds - {"plan"} else []), *([record] if "pb-record" in body else []),
+                       PLAN_JS, main)
+        for js in scripts:
             app.add_js_file(js, defer="defer")
 
 

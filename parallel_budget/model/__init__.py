@@ -6,6 +6,10 @@
 * :mod:`.steptime`      step time, speedup, efficiency, overlap behind backward, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table and ZeRO communication per stage
 * :mod:`.parallelism`   pipeline bubble, schedule, GPipe vs 1F1B in-flight microbatches, tensor-parallel traffic
+* :mod:`.activations`   activation bytes per transformer layer (Korthikanti et al. 2022)
+* :mod:`.planterms`     the terms of a plan's budget, each from its module, in floats
+* :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step; search
+* :mod:`.planreport`    the plan's Chinese verdict and assumptions
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
 
 Modules here import only each other (and pint); nothing in this subpackage

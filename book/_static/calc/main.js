@@ -5,6 +5,7 @@
 (function () {
   'use strict';
   window.pbToolsLoaded = true;
-  if (document.querySelector('.pb-calc')) window.PBCalc.mountAll();
-  if (document.querySelector('.pb-record')) window.PBRecord.mount();
+  if (window.PBCalc && document.querySelector('.pb-calc')) window.PBCalc.mountAll();
+  if (window.PBPlan) window.PBPlan.mountAll();
+  if (window.PBRecord && document.querySelector('.pb-record')) window.PBRecord.mount();
 })();

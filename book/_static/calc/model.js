@@ -325,7 +325,7 @@ function evaluate(kind, raw = {}) {
   }
 }
 
-const api = { FIELDS, EQUAL_STAGE_MS, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
+const api = { FIELDS, EQUAL_STAGE_MS, fieldValue, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBModel = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -7,6 +7,24 @@
 const KEY = 'pb-plan-record-v1';
 const FORMAT = 'pb-plan-record';
 const MAX_TEXT = 20000;
+const PLAN_KEY = 'pb-plan-builder-v1';  // written by plan.js ("送到记录页")
+
+// Why `p` is not a plan sent by the plan builder, or '' when it is one.
+function planProblem(p) {
+  if (!p || typeof p !== 'object' || p.format !== 'pb-plan' || p.version !== 1) return '不是方案构建器存下的方案';
+  const strs = (x) => Array.isArray(x) && x.length <= 60 && x.every((s) => typeof s === 'string' && s.length <= 2000);
+  if (!strs(p.numbers) || !strs(p.assumptions) || !strs(p.verdict) || typeof p.link !== 'string' || p.link.length > 4000) return '方案的内容不完整';
+  return '';
+}
+
+// The record's fields a plan fills: its own four, and the conditions it answers when still empty.
+function planFields(p) {
+  const overlap = p.verdict.find((s) => s.startsWith('重叠')) || '';
+  return {
+    own: { plan_link: p.link, plan_numbers: p.numbers.join('\n'), plan_assumptions: p.assumptions.join('\n'), plan_verdict: p.verdict.join('\n') },
+    ifEmpty: { ranks: p.numbers[0] || '', bw_kind: 'bytes', batch: 'same', overlap },
+  };
+}
 
 // What the form holds: sections of {name, label, check, options: {value: text} | null}.
 function schemaOf(form) {
@@ -79,7 +97,7 @@ function mount(el = document.querySelector('.pb-record')) {
   el.insertAdjacentHTML('afterbegin', '<div class="pb-alert" role="alert" hidden><span></span> <button type="button" data-act="reset">清除本浏览器里的旧记录并重新开始</button></div>');
   el.insertAdjacentHTML('beforeend', `<div class="pb-actions"><button type="button" data-act="md">导出 Markdown</button> <button type="button" data-act="json">导出 JSON</button>
 <label for="pb-rec-import">导入 JSON 文件</label><input type="file" id="pb-rec-import" accept=".json,application/json">
-<button type="button" data-act="clear">清空记录</button></div><p class="pb-status" role="status"></p>`);
+<button type="button" data-act="plan">从方案构建器导入</button> <button type="button" data-act="clear">清空记录</button></div><p class="pb-status" role="status"></p>`);
   const status = el.querySelector('.pb-status');
   const alert = el.querySelector('.pb-alert');
   let autosave = true;
@@ -138,6 +156,19 @@ function mount(el = document.querySelector('.pb-record')) {
   });
   el.addEventListener('click', (e) => {
     const act = e.target.dataset && e.target.dataset.act;
+    if (act === 'plan') {
+      let p = null;
+      try { p = JSON.parse(localStorage.getItem(PLAN_KEY)); } catch { p = null; }
+      const why = p === null ? '本浏览器里还没有方案:先在方案构建器里点“送到记录页”' : planProblem(p);
+      if (why) say(`没有导入:${why}。页面上的记录没有改动。`, true);
+      else {
+        const { own, ifEmpty } = planFields(p);
+        for (const [n, v] of Object.entries(own)) form.elements[n].value = v;
+        for (const [n, v] of Object.entries(ifEmpty)) if (!form.elements[n].value) form.elements[n].value = v;
+        save();
+        say(`已导入方案构建器的方案(${p.fits ? '放得下' : '放不下'}),导出时一并带上。`);
+      }
+    }
     if (act === 'md') download('plan-record.md', toMarkdown(read(), schema), 'text/markdown');
     if (act === 'json') download('plan-record.json', JSON.stringify(read(), null, 2), 'application/json');
     const clear = el.querySelector('[data-act="clear"]');
@@ -156,7 +187,7 @@ function mount(el = document.querySelector('.pb-record')) {
   });
 }
 
-const api = { KEY, FORMAT, schemaOf, empty, problem, toMarkdown, mount };
+const api = { KEY, FORMAT, PLAN_KEY, schemaOf, empty, problem, planProblem, planFields, toMarkdown, mount };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBRecord = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -250,7 +250,7 @@ class Calc {
 }
 
 function mountAll(root = document) {
-  for (const el of root.querySelectorAll('.pb-calc[data-calc]')) {
+  for (const el of root.querySelectorAll('.pb-calc[data-calc]:not([data-calc="plan"])')) {  // plan: plan.js
     const kind = el.dataset.calc;
     if (!FIELDS[kind]) {
       el.textContent = `未知的计算器类型 "${kind}";可用:${Object.keys(FIELDS).join('、')}。`;

@@ -1,0 +1,43 @@
+"""Does the JupyterLab plan panel recompute through plan_budget and show Chinese messages for bad input?"""
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import parallel_budget as pb  # noqa: E402
+from parallel_budget.book.plan_panel import plan_panel  # noqa: E402
+from parallel_budget.model.units import fmt  # noqa: E402
+
+KW = dict(**pb.SHAPES["llama2-7b"], global_batch=32, recompute="selective", peak_flops=312e12)
+
+
+def test_panel_shows_the_package_numbers_and_follows_inputs():
+    """Does the panel show plan_budget's memory and verdict, and recompute when TP changes?"""
+    p = plan_panel()
+    b = pb.plan_budget(**KW, dp=16, zero_stage=2)
+    assert p.ok and fmt(b.memory.total) in p.result.value and b.verdict[0] in p.result.value
+    p.controls["dp"].value, p.controls["tp"].value = 8, 2
+    b2 = pb.plan_budget(**KW, dp=8, tp=2, zero_stage=2)
+    assert fmt(b2.memory.total) in p.result.value and "TP all-gather + reduce-scatter" in p.result.value
+    best = pb.search_plans(devices=16, **KW).best
+    assert f"DP={best.dp} TP={best.tp} PP={best.pp} ZeRO-{best.zero_stage}" in p.result.value
+
+
+def test_bits_are_read_as_bits():
+    """Does "200 Gb/s" give the same plan as "25 GB/s", and the verdict say so?"""
+    p = plan_panel(inter_bw="200 Gb/s")
+    assert p.ok and "跨节点 25 GB/s(= 200 Gb/s)" in p.result.value
+
+
+@pytest.mark.parametrize("control, bad, word", [
+    ("inter_bw", "25 GB", "inter_bw"), ("device_memory", "80", "device_memory"), ("tp", 3, "tp=3"),
+    ("micro_batch", 3, "global_batch=32"),
+])
+def test_bad_input_shows_the_chinese_message(control, bad, word):
+    """Does a wrong unit or an impossible split show the package's message naming it, not a traceback?"""
+    p = plan_panel()
+    p.controls[control].value = bad
+    if control == "device_memory":  # a bare number is read as bytes: 80 B does not fit
+        assert p.ok and "放不下" in p.result.value
+        return
+    assert not p.ok and word in p.result.value and "输入有误" in p.result.value

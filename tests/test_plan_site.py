@@ -1,0 +1,55 @@
+"""Is the plan builder's script loaded only where it is mounted, classic, offline and within budget?"""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+from parallel_budget.book import sphinxext
+
+ASSETS = ROOT / "book" / "_static"
+PAGE_BUDGET = 60_000  # issue 14: the JS + CSS one page loads
+
+
+class FakeApp:
+    def __init__(self):
+        self.js, self.css = [], []
+
+    def add_js_file(self, filename, **kwargs):
+        self.js.append(filename)
+
+    def add_css_file(self, filename, **kwargs):
+        self.css.append(filename)
+
+
+def loaded(body: str) -> list:
+    app = FakeApp()
+    sphinxext._add_tools(app, "p", "page.html", {"body": body}, None)
+    return app.js + app.css
+
+
+def test_plan_js_only_on_pages_that_mount_the_builder():
+    """Does a page with data-calc="plan" get plan.js after model.js and before main.js, other pages not?"""
+    alone = loaded('<div class="pb-calc" data-calc="plan"></div>')
+    assert alone[:3] == ["calc/model.js", "calc/plan.js", "calc/main.js"]
+    mixed = loaded('<div class="pb-calc" data-calc="ring"></div><div class="pb-calc" data-calc="plan"></div>')
+    assert mixed.index("calc/model.js") < mixed.index("calc/plan.js") < mixed.index("calc/main.js")
+    assert "calc/ui.js" in mixed and "calc/record.js" not in mixed and "calc/ui.js" not in alone
+    for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">', "<p>plan</p>"):
+        assert "calc/plan.js" not in loaded(body)
+
+
+def test_every_page_loads_at_most_60_kb():
+    """Is the JS + CSS a page loads at most 60 000 bytes, for the builder's page and for the others?"""
+    for body in ('<div class="pb-calc" data-calc="plan"></div>',
+                 '<div class="pb-calc" data-calc="ring"></div><div class="pb-calc" data-calc="plan"></div>',
+                 '<div class="pb-calc" data-calc="ring"></div><div class="pb-record">'):
+        size = sum((ASSETS / f).stat().st_size for f in loaded(body))
+        assert size <= PAGE_BUDGET, f"{body}: {size} B"
+
+
+def test_plan_js_is_a_classic_offline_script():
+    """Is plan.js free of ES module syntax and of any request to the network?"""
+    text = (ASSETS / "calc" / "plan.js").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M)
+    assert not re.search(r"https?://|\bfetch\(|XMLHttpRequest|WebSocket", text)
