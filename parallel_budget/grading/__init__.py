@@ -7,6 +7,10 @@
 * :mod:`.preprocessors` nbgrader preprocessors: survive kernel deaths, cap output size
 * :mod:`.forkserver` warm kernels: fork each notebook's kernel from a preloaded process
 * :mod:`.course`     course layout and nbgrader configuration
-* :mod:`.runner`     the one grading command: collect, autograde in parallel shards, merge, feedback, export
+* :mod:`.runner`     the one grading command: lock, worker pool, journal, placing results
+* :mod:`.collect`    submissions from a folder or a zip_collect archive into autograde/submitted
+* :mod:`.gradebook`  base gradebook for a run, merging a student's shard (manual marks kept), CSV export
+* :mod:`.shard`      grading one student in a throw-away nbgrader course (a worker process)
+* :mod:`.feedback`   feedback HTML for one graded student
 * ``python -m parallel_budget.grading --help``
 """

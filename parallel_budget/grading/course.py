@@ -3,13 +3,14 @@
 The repository root holds ``solutions/`` (source), ``exercises/`` (release)
 and ``autograde/`` (``nbgrader_config.py``, submissions, gradebook).  A
 *shard* is a throw-away nbgrader course in ``autograde/.work/`` that grades
-one student against its own copy of the gradebook; :mod:`.runner` merges
-shards back into the course gradebook.
+one student against its own copy of the gradebook (:mod:`.shard`); :mod:`.gradebook`
+merges shards back into the course gradebook.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -92,3 +93,9 @@ def shard_config(course: Course, shard: Path, timeout: int | None = None):
     if timeout is not None:
         cfg.Execute.timeout = timeout
     return cfg
+
+
+def quiet_app_logs() -> None:
+    """nbgrader's converters log every step at INFO; the grade command prints its own summary."""
+    for name in ("traitlets", "nbgrader", "GenerateAssignment", "Autograde", "GenerateFeedback"):
+        logging.getLogger(name).setLevel(logging.WARNING)

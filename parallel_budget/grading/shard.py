@@ -1,0 +1,154 @@
+"""Grading one student (runs in a worker process of :mod:`.runner`).
+
+Every student is graded in a throw-away nbgrader course of their own under
+``autograde/.work/shards/<student>/`` with a copy of the template gradebook:
+each notebook is validated and compared with the release (:mod:`.integrity`),
+autograded (a broken notebook only fails itself), receipts are checked, test
+cells that never produced a score get 0, and feedback is written
+(:mod:`.feedback`).  A finished shard writes ``done.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+import traceback
+from pathlib import Path
+
+from . import integrity
+from .course import Course, quiet_app_logs, shard_config
+from .feedback import write_feedback
+from .gradebook import connect
+
+
+def grade_student(task: dict) -> dict:
+    """Grade one student in a shard of their own (runs in a worker process)."""
+    import nbformat
+
+    from . import forkserver
+
+    started = time.monotonic()
+    kernels_before = dict(forkserver.launches)
+    course = Course(task["root"])
+    student, assignment = task["student"], task["assignment"]
+    shard = Path(task["shard"])
+    result = {"student": student, "ok": False, "errors": [], "findings": 0, "seconds": 0.0}
+    try:
+        if shard.exists():
+            shutil.rmtree(shard)
+        (shard / "solutions" / assignment).mkdir(parents=True)
+        shutil.copy(task["template"], shard / "gradebook.db")
+        submitted = shard / "autograde" / "submitted" / student / assignment
+        shutil.copytree(course.submitted / student / assignment, submitted)
+        cfg = shard_config(course, shard, task.get("timeout"))
+        from nbgrader.converters import Autograde
+        from nbgrader.coursedir import CourseDirectory
+
+        quiet_app_logs()
+        findings: list = []
+        failed: list = []
+        graded: list = []
+        sources = task["release_cells"]
+        for nb in task["notebooks"]:
+            path = submitted / f"{nb}.ipynb"
+            if not path.exists():
+                findings.append(integrity.Finding(student, nb, "", "missing_notebook"))
+                continue
+            try:
+                submitted_nb = json.loads(path.read_text(encoding="utf-8"))
+                nbformat.validate(nbformat.from_dict(submitted_nb))
+            except Exception as exc:  # invalid JSON or not a notebook
+                findings.append(integrity.Finding(student, nb, "", "invalid_notebook", type(exc).__name__))
+                path.unlink()  # nbgrader then scores it as missing (0), the other notebooks are unaffected
+                failed.append(nb)
+                continue
+            findings.extend(integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {})))
+            if integrity.drop_duplicate_grade_cells(submitted_nb):  # nbgrader would fail the whole notebook
+                path.write_text(json.dumps(submitted_nb, ensure_ascii=False), encoding="utf-8")
+            graded.append(nb)
+
+        def autograde(notebook_id):
+            coursedir = CourseDirectory(config=cfg)
+            coursedir.assignment_id, coursedir.student_id, coursedir.notebook_id = assignment, student, notebook_id
+            app = Autograde(coursedir=coursedir, config=cfg)
+            app.force, app.create_student = True, True
+            app.start()
+
+        if graded:
+            try:  # one nbgrader call for the whole submission (cheaper) ...
+                autograde("*")
+            except Exception:  # ... and notebook by notebook when any failed, so one failure costs only itself
+                for nb in graded:
+                    try:
+                        autograde(nb)
+                    except Exception as exc:
+                        findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
+                        failed.append(nb)
+        _post_grade(shard, student, assignment, task, findings, failed)
+        write_feedback(cfg, shard, student, assignment)
+        result.update(ok=True, findings=len(findings), failed=failed)
+    except Exception:
+        result["errors"].append(traceback.format_exc(limit=6))
+    result["seconds"] = round(time.monotonic() - started, 3)
+    result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkserver.launches.items()}
+    if result["ok"]:
+        done = dict(result, digest=task["digest"], base=task["base"])
+        (shard / "done.tmp").write_text(json.dumps(done, ensure_ascii=False))
+        os.replace(shard / "done.tmp", shard / "done.json")
+    return result
+
+
+def _post_grade(shard, student, assignment, task, findings, failed):
+    """Receipt check, runtime findings, zeros for failed cells; store flags and digest."""
+    con = connect(shard / "gradebook.db")
+    row = con.execute("SELECT sa.id FROM submitted_assignment sa JOIN assignment a ON sa.assignment_id = a.id "
+                      "WHERE sa.student_id = ? AND a.name = ?", (student, assignment)).fetchone()
+    if row is None:  # every notebook was missing or invalid: make nbgrader create the zero submission
+        con.close()
+        from nbgrader.api import Gradebook
+
+        with Gradebook("sqlite:///" + str(shard / "gradebook.db")) as gb:
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(assignment, student)
+        con = connect(shard / "gradebook.db")
+    graded = shard / "autograde" / "autograded" / student / assignment
+    score_sql = ("UPDATE grade SET auto_score = 0, needs_manual_grade = 0 WHERE cell_id IN "
+                 "(SELECT bc.id FROM base_cell bc JOIN notebook n ON bc.notebook_id = n.id WHERE n.name = ? AND bc.name = ?) "
+                 "AND notebook_id IN (SELECT sn.id FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
+                 "JOIN submitted_assignment sa ON sn.assignment_id = sa.id WHERE sa.student_id = ? AND n.name = ?)")
+    for nb in task["notebooks"]:
+        path = graded / f"{nb}.ipynb"
+        if path.exists():
+            autograded = json.loads(path.read_text(encoding="utf-8"))
+            findings.extend(integrity.runtime_findings(student, nb, autograded))
+            for gid in integrity.passed_without_receipt(autograded):
+                findings.append(integrity.Finding(student, nb, gid, "no_receipt"))
+                con.execute(score_sql, (nb, gid, student, nb))
+        # test cells that never produced a score (deleted, or the notebook failed) score 0
+        con.execute(
+            "UPDATE grade SET auto_score = 0, needs_manual_grade = 0 WHERE auto_score IS NULL AND cell_id IN "
+            "(SELECT id FROM grade_cells WHERE cell_type = 'code') AND notebook_id IN (SELECT sn.id FROM submitted_notebook sn "
+            "JOIN notebook n ON sn.notebook_id = n.id JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+            "WHERE sa.student_id = ? AND n.name = ?)", (student, nb))
+    con.executemany(
+        "INSERT INTO pb_integrity (student_id, assignment, notebook, cell, trick, detail) VALUES (?, ?, ?, ?, ?, ?)",
+        [(f.student, assignment, f.notebook, f.cell, f.trick, f.detail) for f in findings])
+    con.execute("INSERT OR REPLACE INTO pb_submission (student_id, assignment, digest) VALUES (?, ?, ?)",
+                (student, assignment, task["digest"]))
+    con.commit()
+    con.close()
+
+
+def worker_init(log_dir: str):
+    """Worker set-up: ignore Ctrl-C (the parent handles it), send kernel chatter to a log file."""
+    import warnings
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    warnings.filterwarnings("ignore")
+    fd = os.open(os.path.join(log_dir, f"worker-{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)  # kernels inherit it; the student's stderr never reaches the instructor's terminal
+    os.close(fd)
