@@ -4,6 +4,7 @@
     check-release [--assignment A]     exit 1 when exercises/ is stale against solutions/
     grade [SUBMISSIONS] [--jobs N]     collect, autograde, feedback, export CSV, integrity report
     export                             rewrite autograde/grades.csv and autograde/integrity.csv
+    formgrader [--port P]              JupyterLab at the course root with formgrader (manual grading)
 
 Run ``... <command> --help`` for the options.
 """
@@ -15,6 +16,9 @@ import logging
 import os
 import signal
 import sys
+import sysconfig
+import time
+import traceback
 
 from .course import Course, CourseError
 
@@ -27,6 +31,46 @@ def _jobs(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"--jobs 至少为 1,收到 {n}。")
     return n
+
+
+def own_tools() -> None:
+    """Put this interpreter's scripts folder first on PATH: nbgrader runs ``alembic`` (and workers
+    inherit the environment), so the command works from a shell where the venv is not activated."""
+    folders = [sysconfig.get_path("scripts"), os.path.dirname(sys.executable)]
+    rest = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(dict.fromkeys(f for f in folders + rest if f))
+
+
+def _log_failure(course_root) -> str:
+    """Write the traceback of the current exception to a log file; return its path for the one-line message."""
+    from pathlib import Path
+
+    folder = Path(course_root) / "autograde" / ".work" / "logs" if course_root else Path.cwd()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"command-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+    except OSError:
+        return "(无法写日志)"
+    return str(path)
+
+
+def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
+    """Replace this process by JupyterLab rooted at the course root, with formgrader and our extension."""
+    args = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={course.root}",
+            "--ServerApp.jpserver_extensions={'parallel_budget.grading.lab': True}",
+            "--ip=127.0.0.1"]
+    if port:
+        args.append(f"--port={port}")
+    if not browser:
+        args.append("--no-browser")
+    if os.geteuid() == 0:
+        args.append("--allow-root")
+    args.extend(a for a in extra if a != "--")
+    os.chdir(course.autograde)  # nbgrader reads nbgrader_config.py from the current folder
+    print(f"formgrader:{course.root} 下的 JupyterLab,打开后在 Nbgrader → Formgrader(Ctrl-C 停止)。", flush=True)
+    os.execv(sys.executable, args)
+    return 0  # not reached
 
 
 def main(argv=None) -> int:
@@ -45,15 +89,23 @@ def main(argv=None) -> int:
     g.add_argument("--force", action="store_true", help="重评所有人,即使提交没有变化")
     g.add_argument("--timeout", type=int, help="每个单元的超时秒数(默认按 nbgrader_config.py,30 秒)")
     sub.add_parser("export", help="重新导出 autograde/grades.csv 和 autograde/integrity.csv")
+    f = sub.add_parser("formgrader", help="在课程根目录启动 JupyterLab 和 formgrader,做人工评分")
+    f.add_argument("--port", type=int, help="端口(默认:JupyterLab 自己选一个空闲端口)")
+    f.add_argument("--no-browser", action="store_true", help="不自动打开浏览器")
+    f.add_argument("lab_args", nargs=argparse.REMAINDER, help="其余参数原样交给 jupyter lab(写在 -- 之后)")
     args = parser.parse_args(argv)
+    own_tools()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
     def _terminate(signum, frame):  # `kill` gets the same clean stop as Ctrl-C
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _terminate)
+    course = None
     try:
         course = Course(args.root)
+        if args.command == "formgrader":
+            return formgrader(course, args.port, not args.no_browser, args.lab_args)
         if args.command == "grade":
             from .runner import grade
 
@@ -84,6 +136,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("已中断:成绩册保持运行前的状态;再次运行同一命令会接着完成。", file=sys.stderr)
         return 130
+    except Exception as exc:  # anything else: one line here, the traceback in a log file
+        log = _log_failure(course.root if course else None)
+        print(f"错误:{args.command} 没有完成({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else '无说明'})。"
+              f"详情见 {log}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

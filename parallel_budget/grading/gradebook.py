@@ -1,11 +1,11 @@
-"""The course gradebook: the base for a run, merging one student's shard, CSV export.
+"""The course gradebook: the base for a run, CSV export.
 
 nbgrader's gradebook is one SQLite file and not safe for concurrent writers, so
-every student is graded against a copy (a *shard*, :mod:`.shard`) and the
-finished shards are merged here, one student at a time, keeping the manual
-scores and comments an instructor entered.  The course's own tables
-``pb_submission`` (digest of what was graded) and ``pb_integrity`` (findings)
-live in the same file.
+every student is graded against a copy (a *shard*, :mod:`.shard`) made from the
+*template* built here, and the finished shards are merged into the live file
+by :mod:`.merge`.  The course's own tables ``pb_submission`` (digest of what
+was graded), ``pb_integrity`` (findings) and ``pb_run`` (merges that
+committed) live in the same file.
 """
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ import sqlite3
 from pathlib import Path
 
 from .course import Course, load_config, quiet_app_logs
+from .merge import RUN_TABLE, definitions_digest
 
 PB_TABLES = (
     "CREATE TABLE IF NOT EXISTS pb_submission (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
     " digest TEXT NOT NULL, PRIMARY KEY (student_id, assignment))",
     "CREATE TABLE IF NOT EXISTS pb_integrity (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
     " notebook TEXT, cell TEXT, trick TEXT NOT NULL, detail TEXT)",
+    RUN_TABLE,
 )
-SUBMISSION_TABLES = ("submitted_assignment", "submitted_notebook", "grade", "comment")
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -36,79 +37,14 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "none"
-
-
-def _columns(con, table, schema="main"):
-    return [row[1] for row in con.execute(f"PRAGMA {schema}.table_info({table})")]
-
-
-def _delete_submission(con, student: str, assignment_name: str) -> None:
-    sub = ("SELECT sa.id FROM submitted_assignment sa JOIN assignment a ON sa.assignment_id = a.id "
-           "WHERE sa.student_id = ? AND a.name = ?")
-    nbs = f"SELECT id FROM submitted_notebook WHERE assignment_id IN ({sub})"
-    con.execute(f"DELETE FROM grade WHERE notebook_id IN ({nbs})", (student, assignment_name))
-    con.execute(f"DELETE FROM comment WHERE notebook_id IN ({nbs})", (student, assignment_name))
-    con.execute(f"DELETE FROM submitted_notebook WHERE assignment_id IN ({sub})", (student, assignment_name))
-    con.execute("DELETE FROM submitted_assignment WHERE id IN (" + sub + ")", (student, assignment_name))
-    con.execute("DELETE FROM pb_integrity WHERE student_id = ? AND assignment = ?", (student, assignment_name))
-    con.execute("DELETE FROM pb_submission WHERE student_id = ? AND assignment = ?", (student, assignment_name))
-
-
-def _manual_marks(con, student, assignment_name):
-    """Manual scores, extra credit and manual comments an instructor entered, keyed by (notebook, cell)."""
-    q = ("SELECT n.name, {t}.cell_id, {cols} FROM {t} JOIN submitted_notebook sn ON {t}.notebook_id = sn.id "
-         "JOIN notebook n ON sn.notebook_id = n.id JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
-         "JOIN assignment a ON sa.assignment_id = a.id WHERE sa.student_id = ? AND a.name = ?")
-    grades = con.execute(q.format(t="grade", cols="grade.manual_score, grade.extra_credit"), (student, assignment_name)).fetchall()
-    comments = con.execute(q.format(t="comment", cols="comment.manual_comment"), (student, assignment_name)).fetchall()
-    return grades, comments
-
-
-def _restore_marks(con, student, assignment_name, grades, comments):
-    target = ("(SELECT sn.id FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
-              "JOIN submitted_assignment sa ON sn.assignment_id = sa.id JOIN assignment a ON sa.assignment_id = a.id "
-              "WHERE sa.student_id = ? AND a.name = ? AND n.name = ?)")
-    for nb, cell, manual, extra in grades:
-        if manual is not None or extra is not None:
-            con.execute(f"UPDATE grade SET manual_score = ?, extra_credit = ? WHERE cell_id = ? AND notebook_id = {target}",
-                        (manual, extra, cell, student, assignment_name, nb))
-    for nb, cell, text in comments:
-        if text:
-            con.execute(f"UPDATE comment SET manual_comment = ? WHERE cell_id = ? AND notebook_id = {target}",
-                        (text, cell, student, assignment_name, nb))
-
-
-def merge_shard(con: sqlite3.Connection, shard_db: Path, student: str, assignment_name: str) -> None:
-    """Replace ``student``'s submission in ``con`` by the one graded in ``shard_db``."""
-    grades, comments = _manual_marks(con, student, assignment_name)
-    _delete_submission(con, student, assignment_name)
-    con.execute("ATTACH DATABASE ? AS s", (str(shard_db),))
+def snapshot(src: Path, dest: Path) -> None:
+    """A consistent copy of a gradebook that formgrader may be writing (SQLite's backup API)."""
+    a, b = sqlite3.connect(str(src), timeout=60), sqlite3.connect(str(dest))
     try:
-        cols = ", ".join(_columns(con, "student"))
-        con.execute(f"INSERT OR IGNORE INTO student ({cols}) SELECT {cols} FROM s.student WHERE id = ?", (student,))
-        sub = ("SELECT sa.id FROM s.submitted_assignment sa JOIN s.assignment a ON sa.assignment_id = a.id "
-               "WHERE sa.student_id = ? AND a.name = ?")
-        where = {
-            "submitted_assignment": f"id IN ({sub})",
-            "submitted_notebook": f"assignment_id IN ({sub})",
-            "grade": f"notebook_id IN (SELECT id FROM s.submitted_notebook WHERE assignment_id IN ({sub}))",
-            "comment": f"notebook_id IN (SELECT id FROM s.submitted_notebook WHERE assignment_id IN ({sub}))",
-        }
-        for table in SUBMISSION_TABLES:
-            cols = ", ".join(_columns(con, table))
-            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM s.{table} WHERE {where[table]}",
-                        (student, assignment_name))
-        for table in ("pb_submission", "pb_integrity"):
-            cols = ", ".join(_columns(con, table))
-            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM s.{table} WHERE student_id = ? AND assignment = ?",
-                        (student, assignment_name))
-        con.commit()
+        a.backup(b)
     finally:
-        con.execute("DETACH DATABASE s")
-    _restore_marks(con, student, assignment_name, grades, comments)
-    con.commit()
+        b.close()
+        a.close()
 
 
 def graded_digests(course: Course, assignment: str) -> dict:
@@ -126,7 +62,8 @@ def graded_digests(course: Course, assignment: str) -> dict:
 def prepare_base(course: Course, assignment: str) -> tuple[str, Path]:
     """Key and folder of the base gradebook (course gradebook + assignment) and its template."""
     source_digest = course.source_digest(assignment)
-    key = hashlib.sha256(f"{file_digest(course.gradebook)}:{source_digest}:{assignment}".encode()).hexdigest()[:16]
+    defs = definitions_digest(course.gradebook)  # marks saved in formgrader do not change the base
+    key = hashlib.sha256(f"{defs}:{source_digest}:{assignment}".encode()).hexdigest()[:16]
     folder = course.work / "base" / key
     if (folder / "template.db").exists():
         return key, folder
@@ -135,7 +72,7 @@ def prepare_base(course: Course, assignment: str) -> tuple[str, Path]:
     folder.mkdir(parents=True)
     base = folder / "base.db"
     if course.gradebook.exists():
-        shutil.copy(course.gradebook, base)
+        snapshot(course.gradebook, base)
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
 
@@ -154,7 +91,8 @@ def prepare_base(course: Course, assignment: str) -> tuple[str, Path]:
     template = folder / "template.tmp"
     shutil.copy(base, template)
     con = connect(template)
-    for table in ("grade", "comment", "submitted_notebook", "submitted_assignment", "student", "pb_integrity", "pb_submission"):
+    for table in ("grade", "comment", "submitted_notebook", "submitted_assignment", "student", "pb_integrity",
+                  "pb_submission", "pb_run"):
         con.execute(f"DELETE FROM {table}")
     con.commit()
     con.execute("VACUUM")

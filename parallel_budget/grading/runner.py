@@ -20,15 +20,20 @@ concurrent writers, so no two processes ever write the same database.
    finished shard writes ``done.json``; ``--jobs N`` workers run shards in
    parallel.  A student whose grading fails is reported and left out of the
    merge; the others are unaffected.
-4. *Merge* the finished shards into a staging copy of the base (per student:
-   delete the old submission, insert the shard's rows, keep manual scores and
-   comments), write a journal, then ``os.replace`` it over the course
-   gradebook: the gradebook is either the old one or the fully merged one.
-5. *Place* each student's autograded and feedback folders, export
+4. *Merge* the finished shards into the live ``autograde/gradebook.db`` in one
+   SQLite transaction (:mod:`.merge`): rows are updated in place, so an open
+   formgrader keeps working; manual marks, flags and extensions entered in
+   formgrader (also during the run) are kept, except a manual mark whose
+   answer changed, which is cleared and listed for a manual re-grade.  A
+   journal written before the transaction names the run; the merge records
+   the run id in the same transaction, so the next run knows whether it
+   committed.
+5. *Place* each student's autograded and feedback folders, rewrite the feedback
+   of students whose marks changed while they were graded, export
    ``autograde/grades.csv`` and ``autograde/integrity.csv``, clean up.
 
 An interrupted run leaves finished shards (reused by the next run) and, if it
-died after the replace, a journal the next run completes first.  Students whose
+died after the merge committed, a journal the next run completes first.  Students whose
 submission digest is unchanged since they were last graded are skipped, so
 rerunning the command after adding late submissions grades only those;
 ``--student`` re-grades chosen students and ``--force`` everyone.
@@ -43,6 +48,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -50,10 +56,12 @@ from pathlib import Path
 
 from .collect import collect, digest_folder
 from .course import Course, CourseError
-from .gradebook import connect, export, file_digest, graded_digests, merge_shard, prepare_base, release_cells
+from .feedback import course_feedback, install_mathjax, task_marks
+from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
+from .merge import MergeReport, finished_run, merge
 from .shard import grade_student, worker_init
 
-__all__ = ["collect", "export", "grade", "merge_shard"]
+__all__ = ["collect", "export", "grade", "merge"]
 log = logging.getLogger("parallel_budget.grading")
 
 
@@ -77,8 +85,8 @@ def _journal_path(course):
     return course.work / "journal.json"
 
 
-def _place_and_finish(course: Course, journal: dict) -> None:
-    """After the gradebook replace: move each student's folders into place, export, clean."""
+def _place_and_finish(course: Course, journal: dict, report: MergeReport) -> None:
+    """After the merge committed: move each student's folders into place, fix stale feedback, export, clean."""
     assignment = journal["assignment"]
     for student, shard in journal["students"].items():
         shard = Path(shard)
@@ -92,6 +100,8 @@ def _place_and_finish(course: Course, journal: dict) -> None:
                 shutil.move(str(src), str(dest))
             elif dest.exists() and not (shard / "done.json").exists():
                 continue  # already moved by an earlier, interrupted attempt
+    for student in report.stale:  # a mark changed while they were graded: feedback from the live gradebook
+        course_feedback(course, student, assignment)
     export(course)
     for shard in journal["students"].values():
         shutil.rmtree(shard, ignore_errors=True)
@@ -103,12 +113,28 @@ def _finish_pending(course: Course) -> bool:
     if not path.exists():
         return False
     journal = json.loads(path.read_text(encoding="utf-8"))
-    if file_digest(course.gradebook) == journal["gradebook"]:
+    report = finished_run(course.gradebook, journal.get("run", ""))
+    if report is not None:
         log.warning("上次评分在写入成绩册之后中断,现在补完反馈文件和导出。")
-        _place_and_finish(course, journal)
+        _place_and_finish(course, journal, report)
         return True
-    path.unlink()  # the replace never happened: the old gradebook stands, shards are reused
+    path.unlink()  # the merge never committed: the gradebook is as it was, shards are reused
     return False
+
+
+def _merge(course: Course, base: Path, ok: list, assignment: str) -> MergeReport:
+    """Journal, then merge every finished shard into the live gradebook in one transaction, then place."""
+    shards = {r["student"]: str(course.work / "shards" / r["student"]) for r in ok}
+    journal = {"assignment": assignment, "run": uuid.uuid4().hex, "students": shards}
+    tmp = _journal_path(course).with_suffix(".tmp")
+    tmp.write_text(json.dumps(journal, ensure_ascii=False))
+    os.replace(tmp, _journal_path(course))
+    if not course.gradebook.exists():  # the first run: nobody can have it open yet
+        snapshot(base / "base.db", course.gradebook.with_suffix(".tmp"))
+        os.replace(course.gradebook.with_suffix(".tmp"), course.gradebook)
+    report = merge(course.gradebook, base / "base.db", shards, assignment, journal["run"])
+    _place_and_finish(course, journal, report)
+    return report
 
 
 def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
@@ -164,14 +190,16 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         key, base = prepare_base(course, assignment)
         source = course.source_digest(assignment)
         before = graded_digests(course, assignment)
-        todo = []
+        todo, unchanged = [], 0
         for student in found:
             digest = digest_folder(course.submitted / student / assignment) + ":" + source
             if students and student not in students:
                 continue
             if not students and not force and before.get(student) == digest:
+                unchanged += 1
                 continue
             todo.append((student, digest))
+        not_selected = len(found) - len(todo) - unchanged
         cells = release_cells(base, assignment)
         notebooks = course.notebooks(assignment)
         shards = course.work / "shards"
@@ -186,42 +214,54 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                     continue
             tasks.append(dict(root=str(course.root), student=student, assignment=assignment, shard=str(shard),
                               template=str(base / "template.db"), digest=digest, base=key, notebooks=notebooks,
-                              release_cells=cells, timeout=timeout))
-        say(f"评分 {assignment}:{len(found)} 份提交,{len(tasks)} 份待评分,{len(reused)} 份沿用上次中断前的结果,"
-            f"{len(found) - len(todo)} 份未变跳过;{jobs} 个并行进程。")
-
-        def report(res):
-            if not res["ok"]:
-                say(f"  ✗ {res['student']}:评分失败(其他学生不受影响)\n    " + "\n    ".join(res["errors"])[-1500:])
+                              release_cells=cells, timeout=timeout,
+                              marks=task_marks(course, student, assignment)))
+        skipped = f"{unchanged} 份与上次评分时相同,跳过" if unchanged else ""
+        if not_selected:
+            skipped += ("," if skipped else "") + f"{not_selected} 份不在 --student 之列,未动"
+        say(f"评分 {assignment}:{len(found)} 份提交,{len(tasks)} 份待评分,{len(reused)} 份沿用上次中断前的结果"
+            f"{(',' + skipped) if skipped else ''};{jobs} 个并行进程。")
 
         logs = course.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+
+        def report(res):
+            if not res["ok"]:
+                path = logs / f"{res['student']}.log"
+                path.write_text("\n".join(res["errors"]), encoding="utf-8")
+                last = next((line for line in reversed("\n".join(res["errors"]).splitlines()) if line.strip()), "")
+                say(f"  ✗ {res['student']}:评分失败(其他学生不受影响):{last.strip()[:200]}"
+                    f"(详情见 {path.relative_to(course.root)})")
         results = _run_pool(tasks, jobs, report, logs) + reused
         ok = sorted((r for r in results if r["ok"]), key=lambda r: r["student"])
         failed = sorted(r["student"] for r in results if not r["ok"])
-        if ok:
-            staging = course.work / "staging.db"
-            shutil.copy(base / "base.db", staging)
-            con = connect(staging)
-            for r in ok:
-                merge_shard(con, shards / r["student"] / "gradebook.db", r["student"], assignment)
-            con.commit()
-            con.close()
-            journal = {"assignment": assignment, "gradebook": file_digest(staging),
-                       "students": {r["student"]: str(shards / r["student"]) for r in ok}}
-            tmp = _journal_path(course).with_suffix(".tmp")
-            tmp.write_text(json.dumps(journal, ensure_ascii=False))
-            os.replace(tmp, _journal_path(course))
-            os.replace(staging, course.gradebook)
-            _place_and_finish(course, journal)
-        else:
+        install_mathjax(course.feedback)
+        merged = _merge(course, base, ok, assignment) if ok else None
+        if not ok:
             export(course)
         shutil.rmtree(course.work / "base", ignore_errors=True)
     kernels = {kind: sum(r.get("kernels", {}).get(kind, 0) for r in results) for kind in ("forked", "fresh")}
+    regrade = list(merged.regrade) if merged else []
+    flagged = list(merged.flagged) if merged else []
     summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels,
-               "skipped": len(found) - len(todo), "seconds": round(time.monotonic() - started, 2)}
-    say(f"完成:评分 {len(ok)} 人,失败 {len(failed)} 人{('(' + ', '.join(failed) + ')') if failed else ''},"
-        f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。"
-        f"成绩:{course.grades_csv.relative_to(course.root)};"
-        f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
+               "skipped": unchanged, "not_selected": not_selected, "regrade": regrade, "flagged": flagged,
+               "seconds": round(time.monotonic() - started, 2)}
+    say(summary_text(course, summary))
     return summary
+
+
+def summary_text(course: Course, summary: dict) -> str:
+    """The closing lines of a grade run, in Chinese."""
+    failed, kernels = summary["failed"], summary["kernels"]
+    lines = [f"完成:评分 {len(summary['graded'])} 人,失败 {len(failed)} 人"
+             f"{('(' + ', '.join(failed) + ';日志在 autograde/.work/logs/)') if failed else ''},"
+             f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。"]
+    if summary["flagged"]:
+        lines.append(f"已在 formgrader 里标记(Flagged){len(summary['flagged'])} 本,诚信报告里有原因:"
+                     + "、".join(f"{s} {nb}" for s, nb in summary["flagged"]))
+    if summary["regrade"]:
+        lines.append("需要重新人工评分(答案改过,原来的人工分和评语已清除):"
+                     + "、".join(f"{s} {nb}/{cell}" for s, nb, cell in summary["regrade"]))
+    lines.append(f"成绩:{course.grades_csv.relative_to(course.root)};"
+                 f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
+    return "\n".join(lines)

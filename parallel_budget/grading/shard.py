@@ -88,7 +88,7 @@ def grade_student(task: dict) -> dict:
                         findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
                         failed.append(nb)
         _post_grade(shard, student, assignment, task, findings, failed)
-        write_feedback(cfg, shard, student, assignment)
+        write_feedback(cfg, shard, student, assignment, task.get("marks"))
         result.update(ok=True, findings=len(findings), failed=failed)
     except Exception:
         result["errors"].append(traceback.format_exc(limit=6))
