@@ -24,7 +24,7 @@ book: $(VENV)/.installed
 
 # The suite checks the site `make book` builds (built once, shared by every xdist worker).
 test: book
-	PB_SITE=$(abspath _build/html) $(VENV)/bin/python -m pytest -n $(TEST_JOBS)
+	PB_SITE=$(abspath _build/html) $(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 # Grade a class: make grade SUBMISSIONS=<folder or zip> [JOBS=N]  (autograde/README.md)
 grade: $(VENV)/.installed
