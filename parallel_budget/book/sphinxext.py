@@ -9,11 +9,26 @@ and a stylesheet) are added only to pages that mount them, i.e. whose body holds
 ``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
 not ES modules, because browsers refuse module scripts from ``file://`` and the
 site must work when opened straight from disk.
+
+Never stale (issue 16): every page that imports the package depends, through
+Sphinx's ``env.note_dependency``, on the package files it needs
+(:mod:`.builddeps`), so editing a formula re-reads, and so re-executes, exactly
+the pages that import it; a prose edit re-executes only its own page.
+
+A downloaded notebook runs (issue 13): after a successful HTML build the site gets
+``downloads/parallel_budget-<version>-py3-none-any.whl`` (:mod:`.wheel`).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from sphinx.util import logging
+
+from . import builddeps, wheel
+
+logger = logging.getLogger(__name__)
 
 # Deferred classic scripts run in this order: model, then the views, then main mounts them.
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
@@ -40,7 +55,44 @@ def _add_tools(app, pagename, templatename, context, doctree):
             app.add_js_file(js, defer="defer")
 
 
+def _note_package_dependencies(app, docname, source):
+    """Make a page that imports parallel_budget outdated whenever a package file it needs changes."""
+    assert app.env.docname == docname  # note_dependency notes for the page being read
+    for path in sorted(builddeps.page_dependencies(source[0])):
+        app.env.note_dependency(str(path))
+
+
+# Extensions the book loads that do not declare parallel_read_safe, though they are: multitoc numbering
+# (always loaded by sphinx_external_toc) only replaces TocTreeCollector.assign_section_numbers, which
+# runs in the main process after reading; mathjax-offline only copies files at build-finished.
+PARALLEL_SAFE_UNDECLARED = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline")
+
+
+def _allow_parallel_reading(app):
+    """Let Sphinx read (and so execute) pages in parallel (``-j N``)."""
+    for name in PARALLEL_SAFE_UNDECLARED:
+        ext = app.extensions.get(name)
+        if ext is not None and ext.parallel_read_safe is None:
+            ext.parallel_read_safe = True
+
+
+def _ship_wheel(app, exception):
+    """Put the course package's wheel in the site's downloads/ folder (a downloaded notebook needs it)."""
+    repo = Path(app.srcdir)
+    if exception is not None or app.builder.format != "html" or not (repo / "pyproject.toml").is_file():
+        return
+    try:
+        path = wheel.build_wheel(repo, Path(app.outdir) / wheel.FOLDER)
+    except (RuntimeError, OSError, ValueError) as exc:
+        logger.warning(str(exc))
+    else:
+        logger.info(f"course package wheel: {path}")
+
+
 def setup(app):
+    _allow_parallel_reading(app)
+    app.connect("build-finished", _ship_wheel)
+    app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
