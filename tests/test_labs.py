@@ -118,6 +118,31 @@ def test_hang_variants_detected_and_fixed_on_four_ranks(lab):
     assert "已退出" in phases[("exit", "broken")]["messages"][0]
     assert phases[("exit", "broken")]["detected_by"] == [0, 1, 2]
     assert all(row.ok for row in r.rows)  # detected where check_collectives predicts the first mismatch
+    # PyTorch's own diagnosis beside the ledger
+    torch_rows = phases[("torch", "diagnosis")]
+    assert all(d["raised"] and "mismatch" in d["message"] for d in torch_rows["detail"])
+    assert "TensorShape=[1]" in torch_rows["detail"][0]["message"]
+    assert "Ranks 3 failed to pass monitoredBarrier" in torch_rows["monitored"][0]["message"]
+    text = r.text()
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" in text and "TORCH_NCCL_DUMP_ON_TIMEOUT" in text
+
+
+def test_flight_recorder_names_exist_in_the_pinned_torch():
+    """Are the NCCL variables the hang lab names spelt as in the installed torch's own headers?"""
+    import re
+
+    import torch
+
+    from parallel_budget.labs.hang import NCCL_FLIGHT_RECORDER
+
+    inc = Path(torch.__file__).parent / "include" / "torch" / "csrc" / "distributed" / "c10d"
+    source = "".join(p.read_text(errors="replace") for p in inc.glob("*.hpp"))
+    lib = b"".join(p.read_bytes() for p in (Path(torch.__file__).parent / "lib").glob("libtorch_cpu.so"))
+    names = {n for line in NCCL_FLIGHT_RECORDER for n in re.findall(r"\b(TORCH_[A-Z_]+)", line)}
+    assert {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} <= names
+    for name in names:
+        assert f'"{name}"' in source or name.encode() in lib, name
 
 
 def test_checkpoint_refuses_mixed_steps_and_resumes(lab):
@@ -188,12 +213,45 @@ def test_bad_launch_arguments_name_the_field(kwargs, field):
 
 def test_result_renders_as_text_html_and_rows(lab):
     """Does a result show a Chinese table in text and HTML, with rows as dicts?"""
-    r = lab("floor")
+    r = lab("floor", keep_logs=True)
     assert "预测" in r.text() and "实测" in r.text() and "墙钟时间" in r.text()
     assert r._repr_html_().startswith("<div") and "<script" not in r._repr_html_()
     assert r.table()[0]["实测"] == "2"
     assert (r.run_dir / "0" / "stdout.log").exists() and (r.run_dir / "1" / "result.json").exists()
     assert "failed=False" in repr(r)
+
+
+def test_ring_lab_runs_four_ranks_by_default(lab):
+    """With R = 2 the ring factor is 1 and proves nothing: does the ring lab default to 4 ranks (1.5 G per rank)?"""
+    assert LaunchConfig(lab="ring_allreduce").ranks == 4
+    assert LaunchConfig(lab="hang").ranks == 2
+    r = lab("ring_allreduce", repeats=1)
+    assert r.ranks == 4
+    assert r.facts["predicted_send"] == 1.5 * r.facts["bytes"] == r.facts["sent"][0]
+
+
+def test_logs_are_deleted_after_success_and_kept_on_request_or_failure(tmp_path):
+    """No log directory is left behind by a good run, unless asked; a failed run keeps its logs."""
+    from parallel_budget.labs import LabError
+
+    ok = run_lab("floor", log_dir=tmp_path)
+    assert not ok.logs_kept and not ok.run_dir.exists() and str(ok.run_dir) not in ok.text()
+    assert "日志已删除" in ok.text()
+    kept = run_lab("floor", log_dir=tmp_path, keep_logs=True)
+    assert kept.logs_kept and (kept.run_dir / "0" / "stdout.log").exists() and str(kept.run_dir) in kept.text()
+    with pytest.raises(LabError) as info:
+        run_lab("floor", log_dir=tmp_path, fail_rank=1)
+    assert info.value.result.logs_kept and (info.value.result.run_dir / "1" / "stderr.log").exists()
+
+
+def test_every_report_records_torch_backend_and_device(lab):
+    """Does the result (text and HTML) name the torch version, the backend and the device?"""
+    import torch
+
+    r = lab("floor")
+    assert r.environment == {"torch": torch.__version__, "backend": "gloo", "device": "cpu"}
+    for out in (r.text(), r._repr_html_()):
+        assert f"torch {torch.__version__}" in out and "后端 gloo" in out and "设备 cpu" in out
 
 
 def _env():
@@ -212,6 +270,7 @@ def test_torchrun_runs_a_lab_unchanged(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "实验 6" in proc.stdout and "归因于 rank 1" in proc.stdout
+    assert "后端 gloo" in proc.stdout and "torch " in proc.stdout
 
 
 def test_module_command_line_launches_itself(tmp_path):
@@ -234,3 +293,51 @@ def test_options_survive_the_command_line():
         opts = validate_options(module.NAME, module.OPTIONS, given)
         _, parsed = parse_cli(module, options_to_argv(opts))
         assert parsed == opts
+
+
+def _overlap_results(step, compute=0.010, forward=0.004, comm=0.004, buckets=(300, 100)):
+    cfg = {"cap_mb": 1.0, "buckets": list(buckets), "compute": compute, "forward": forward, "step": step,
+           "waiting": 0.001, "comm": comm}
+    return [{"params": 400, "configs": [cfg]}] * 2
+
+
+def test_overlap_flags_a_step_outside_its_predicted_range():
+    """A step slower than 'no overlap' gets ✗ and a reason, and 暴露 never exceeds the standalone comm."""
+    from parallel_budget.labs import overlap
+
+    opts = {"layers": 8, "width": 256, "batch": 64}
+    r = overlap.summarize(_overlap_results(step=0.0121), opts, 2)  # the issue's 12.1 ms against <= 14 ms x 1.1
+    assert r.rows[0].ok is True
+    r = overlap.summarize(_overlap_results(step=0.0200), opts, 2)
+    row, c = r.rows[0], r.facts["configs"][0]
+    assert row.ok is False and "✗" in row.cells()[3] and "超出预测上限" in row.verdict
+    assert c["exposed"] == pytest.approx(c["comm"]) and c["extra"] == pytest.approx(0.006)
+    assert "通信之外的变慢" in row.measured
+    r = overlap.summarize(_overlap_results(step=0.0050), opts, 2)
+    assert r.rows[0].ok is False and "低于预测下限" in r.rows[0].verdict
+
+
+def test_overlap_prediction_uses_backward_share_and_last_bucket():
+    """The full-overlap end hides at most the measured backward and never the last bucket."""
+    from parallel_budget.labs import overlap
+
+    r = overlap.summarize(_overlap_results(step=0.012), {"layers": 8, "width": 256, "batch": 64}, 2)
+    c = r.facts["configs"][0]
+    assert c["backward_share"] == pytest.approx(0.6)
+    assert c["last_bucket"] == pytest.approx(0.001)  # last bucket: 100 of 400 elements of 4 ms
+    # hidden <= min(backward 6 ms, comm - last 3 ms) = 3 ms: 10 + 4 - 3 = 11 ms
+    assert c["predicted_full_overlap"] == pytest.approx(0.011)
+
+
+def test_no_built_page_publishes_a_machine_path(built_site):
+    """Does no page of the site show a path of the machine that built it (/tmp/..., the repository)?"""
+    import re
+    import tempfile
+
+    bad = re.compile("|".join(re.escape(p) for p in {"/tmp/", tempfile.gettempdir() + "/", str(ROOT) + "/"}))
+    found = {}
+    for page in built_site.rglob("*.html"):
+        hits = bad.findall(page.read_text(encoding="utf-8", errors="replace"))
+        if hits:
+            found[str(page.relative_to(built_site))] = sorted(set(hits))
+    assert found == {}, found

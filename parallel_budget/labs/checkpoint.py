@@ -224,7 +224,7 @@ def summarize(results, opts, ranks) -> Report:
         f"{ranks} 个 rank,每个 rank 保存参数的一个分片;第 {crash} 步写分片时 rank {ranks - 1} 崩溃(只留下 .tmp)。",
         "分片先写临时文件再改名,所以崩溃不会留下“看起来完整”的坏文件;但不同 rank 的最新文件仍可能属于不同的步。",
         "完整的 checkpoint 要求所有分片属于同一步;恢复时所有 rank 必须一起退回到这一步,再重新训练之后的步。",
-        f"分片保存在 {results[0]['dir']}。",
+        "分片写在本次运行的日志目录下(checkpoint/crashed);运行成功后目录会被删除,run_lab(..., keep_logs=True) 可保留。",
     )
     facts = {"naive": naive, "refused": refused, "resume": resume, "restored_diff": restored, "final_diff": final}
     return Report(TITLE, rows, notes, facts)

@@ -15,7 +15,8 @@ import sys
 import time
 import traceback
 
-from .launcher import LabError, run_lab
+from .launcher import LabError, environment_line, run_lab
+from .report import render_text
 from .runtime import RESULT_KEY, TIME_KEY, Context, parse_cli
 
 
@@ -42,7 +43,7 @@ def main(module, argv=None) -> None:
         sys.exit(2)
     if "RANK" not in os.environ:
         try:
-            result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, **opts)
+            result = run_lab(module.NAME, ranks=args.ranks, timeout=args.timeout, keep_logs=args.keep_logs, **opts)
         except (ValueError, LabError) as exc:
             print(exc, file=sys.stderr)
             sys.exit(1)
@@ -55,7 +56,7 @@ def main(module, argv=None) -> None:
     try:
         value = module.worker(ctx, opts)
         ctx.store.set(TIME_KEY.format(rank=ctx.rank), json.dumps(
-            {"join": t_joined - t_start, "work": time.monotonic() - t_joined}))
+            {"join": t_joined - t_start, "work": time.monotonic() - t_joined, "env": ctx.environment()}))
         ctx.publish(value)
     except Exception:
         traceback.print_exc()
@@ -63,7 +64,9 @@ def main(module, argv=None) -> None:
     if status == 0 and ctx.rank == 0 and not os.environ.get("PB_LAB_RUN_ID"):
         # torchrun: rank 0 prints the table the launcher would have shown.
         results = collect_results(ctx.store, ctx.world_size, timeout=ctx.timeout.total_seconds())
-        print(module.summarize(results, opts, ctx.world_size).text(), flush=True)
+        report = module.summarize(results, opts, ctx.world_size)
+        print(render_text(report.title, report.rows, report.notes, extra=environment_line(ctx.environment())),
+              flush=True)
     ctx.close()
     sys.stdout.flush()
     sys.exit(status)

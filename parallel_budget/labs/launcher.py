@@ -12,11 +12,14 @@ Modelled on ``torch.distributed.elastic``:
 * each rank is ``python -m parallel_budget.labs.<lab>`` with
   ``start_new_session=True``, env ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
   ``MASTER_ADDR=127.0.0.1``, ``MASTER_PORT``, ``OMP_NUM_THREADS=1``; its stdout and
-  stderr go to ``<log_dir>/<run_id>/<rank>/``;
+  stderr go to ``<log_dir>/<run_id>/<rank>/``, a directory that is deleted after a
+  successful run and kept after a failure, a timeout, or with ``keep_logs=True``
+  (or ``PB_LAB_KEEP_LOGS=1``);
 * one ``time.monotonic()`` deadline; on failure, timeout or KeyboardInterrupt
   every process group gets SIGTERM, then SIGKILL after a grace period, and is
   reaped, in ``try/finally``;
-* a failure raises :class:`LabError` quoting the failing rank's stderr tail.
+* a failure raises :class:`LabError` quoting the failing rank's stderr tail;
+* every result records the torch version, backend and device the ranks used.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import math
 import numbers
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,12 +77,13 @@ class LaunchConfig:
     """Everything a run needs; checked before any process starts."""
 
     lab: str
-    ranks: int = 2
+    ranks: int | None = None  # None: the lab's DEFAULT_RANKS (2 unless the lab needs more)
     timeout: float = 60.0
     options: dict = field(default_factory=dict)
     log_dir: Path | None = None
     run_id: str | None = None
     grace: float = 3.0  # seconds between SIGTERM and SIGKILL
+    keep_logs: bool = False  # keep <log_dir>/<run_id> after a successful run too
 
     def __post_init__(self):
         known = {**LABS, **EXTRA}
@@ -87,7 +92,8 @@ class LaunchConfig:
                 f"LaunchConfig 的字段 lab 不认识 {self.lab!r}。可用的实验:{', '.join(LABS)}。"
                 '例如 run_lab("two_rank_update", ranks=2)'
             )
-        r = self.ranks
+        module = lab_module(self.lab)
+        r = getattr(module, "DEFAULT_RANKS", 2) if self.ranks is None else self.ranks
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 1 <= r <= MAX_RANKS:
             raise ValueError(
                 f"LaunchConfig 的字段 ranks 需要 1 到 {MAX_RANKS} 之间的整数(进程数),收到 {r!r}。"
@@ -102,7 +108,10 @@ class LaunchConfig:
                 )
         if not isinstance(self.options, dict):
             raise ValueError(f"LaunchConfig 的字段 options 需要 dict,收到 {type(self.options).__name__}。")
-        module = lab_module(self.lab)
+        if not isinstance(self.keep_logs, bool):
+            raise ValueError(f"LaunchConfig 的字段 keep_logs 需要 True 或 False,收到 {self.keep_logs!r}。")
+        if os.environ.get("PB_LAB_KEEP_LOGS") == "1":
+            object.__setattr__(self, "keep_logs", True)
         opts = validate_options(self.lab, module.OPTIONS, self.options)
         if hasattr(module, "validate"):  # checks that depend on the number of ranks
             module.validate(opts, int(r))
@@ -147,6 +156,8 @@ class LabResult:
     failures: dict
     timed_out: bool
     report: Report | None
+    environment: dict = field(default_factory=dict)  # torch version, backend, device (from rank 0)
+    logs_kept: bool = True  # False: run_dir was deleted after the successful run
 
     def is_failed(self) -> bool:
         return bool(self.failures) or self.timed_out
@@ -165,11 +176,14 @@ class LabResult:
 
         return [dict(zip(HEADERS, r.cells())) for r in self.rows]
 
+    def environment_line(self) -> str:
+        return environment_line(self.environment)
+
     def _headline(self) -> str:
         state = "失败" if self.is_failed() else "完成"
+        logs = f"日志:{self.run_dir}" if self.logs_kept else "日志已删除(run_lab(..., keep_logs=True) 可保留)"
         return (
-            f"{self.ranks} 个 rank,{state},墙钟时间 {fmt(self.wall_time, 's', 3)};"
-            f"日志:{self.run_dir}"
+            f"{self.ranks} 个 rank,{state},墙钟时间 {fmt(self.wall_time, 's', 3)};{self.environment_line()};{logs}"
         )
 
     def text(self) -> str:
@@ -193,6 +207,13 @@ class LabResult:
             f"LabResult(lab={self.lab!r}, ranks={self.ranks}, failed={self.is_failed()}, "
             f"wall_time={fmt(self.wall_time, 's', 3)}, rows={len(self.rows)})"
         )
+
+
+def environment_line(env: dict) -> str:
+    """``torch 2.13.0+cpu,后端 gloo,设备 cpu``: what the source lesson asks to pin and report."""
+    if not env:
+        return "环境未知(没有 rank 报告)"
+    return f"torch {env.get('torch', '?')},后端 {env.get('backend', '?')},设备 {env.get('device', '?')}"
 
 
 class LabError(RuntimeError):
@@ -340,10 +361,15 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
     report = None
     if not failures and not timed_out:
         report = module.summarize(values, cfg.options, cfg.ranks)
+    env = next((t.get("env", {}) for t in times if t), {})
+    keep = cfg.keep_logs or bool(failures) or timed_out
+    if not keep:
+        shutil.rmtree(cfg.run_dir, ignore_errors=True)
     result = LabResult(
         lab=cfg.lab, ranks=cfg.ranks, options=cfg.options, run_id=cfg.run_id, run_dir=cfg.run_dir,
         master_port=port, pids=tuple(p.pid for p in procs), wall_time=Q_(wall, "s"), returncodes=codes, return_values=tuple(values),
         rank_times=tuple(times),        stdouts=stdouts, stderrs=stderrs, failures=failures, timed_out=timed_out, report=report,
+        environment=env, logs_kept=keep,
     )
     if check and timed_out:
         waiting = ";".join(f"rank {r} 最后进入:{c}" for r, c in last_calls.items()) or "没有 rank 记录过集体通信"
@@ -382,9 +408,13 @@ def live_processes(run_id: str) -> list:
     return found
 
 
-def run_lab(name: str, ranks: int = 2, timeout: float = 60.0, *, log_dir=None, run_id=None,
-            check: bool = True, **options) -> LabResult:
+def run_lab(name: str, ranks: int | None = None, timeout: float = 60.0, *, log_dir=None, run_id=None,
+            check: bool = True, keep_logs: bool = False, **options) -> LabResult:
     """Run lab ``name`` on ``ranks`` local processes (gloo on CPU) and return the result.
+
+    ``ranks=None`` takes the lab's default (2; 4 for ``ring_allreduce``, where
+    2 ranks would make 2(R-1)/R = 1 and prove nothing).  Logs are deleted after
+    a successful run unless ``keep_logs=True``; after a failure they are kept.
 
     ``options`` are the lab's own (see ``parallel_budget.labs.<name>.OPTIONS``).
     The whole run is bounded by ``timeout`` seconds; on timeout, failure or
@@ -393,5 +423,6 @@ def run_lab(name: str, ranks: int = 2, timeout: float = 60.0, *, log_dir=None, r
 
     >>> run_lab("two_rank_update", ranks=2)       # doctest: +SKIP
     """
-    cfg = LaunchConfig(lab=name, ranks=ranks, timeout=timeout, options=options, log_dir=log_dir, run_id=run_id)
+    cfg = LaunchConfig(lab=name, ranks=ranks, timeout=timeout, options=options, log_dir=log_dir, run_id=run_id,
+                       keep_logs=keep_logs)
     return launch(cfg, check=check)

@@ -24,6 +24,9 @@ from .cli import main
 from .runtime import Option
 
 NAME = "ring_allreduce"
+# With R = 2 the factor 2(R-1)/R is exactly 1: "sends G" would pass for the wrong
+# formula too.  Four ranks give 1.5 G, which only the ring formula predicts.
+DEFAULT_RANKS = 4
 TITLE = "实验 2:用 send/recv 手写 ring all-reduce"
 OPTIONS = {
     # 840 * 1024 is divisible by every rank count from 1 to 8.

@@ -135,7 +135,9 @@ def parse_cli(module, argv=None):
             f"--{name.replace('_', '-')}", dest=name, default=opt.default,
             type=lambda t, o=opt: _parse_value(o, t), help=opt.help,
         )
-    p.add_argument("--ranks", type=int, default=2, help="不经 torchrun 直接运行时启动的进程数")
+    p.add_argument("--ranks", type=int, default=getattr(module, "DEFAULT_RANKS", 2),
+                   help="不经 torchrun 直接运行时启动的进程数")
+    p.add_argument("--keep-logs", action="store_true", help="成功时也保留日志目录(失败时总会保留)")
     p.add_argument("--timeout", type=float, default=60.0, help="不经 torchrun 直接运行时的总超时(秒)")
     args = p.parse_args(argv)
     opts = {name: getattr(args, name) for name in module.OPTIONS}
@@ -187,6 +189,10 @@ class Context:
         self.dist = dist
         self.torch = torch
         self._ledgers = []
+
+    def environment(self) -> dict:
+        """What a report must record: torch version, backend, device."""
+        return {"torch": self.torch.__version__, "backend": self.backend, "device": str(self.device)}
 
     def now(self) -> float:
         """Seconds on the system-wide monotonic clock (comparable across ranks of one machine).
