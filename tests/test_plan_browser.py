@@ -113,7 +113,7 @@ def test_search_lists_python_order_and_adopts_a_plan(tab):
     page.click('[data-act="search"]')
     page.wait_for_selector('[data-out="search"]')
     want = pv.evaluate({"devices": "64", "global_batch": "512"}, search=True)["out"]["search"]
-    assert f"试了 {want['candidates']} 种切分,放得下 {len(want['plans'])} 种" in out(page, "search")
+    assert f"试了 {want['candidates']} 种切分，放得下 {len(want['plans'])} 种" in out(page, "search")
     rows = page.eval_on_selector_all(".pb-search tbody tr", "rs => rs.map(r => [...r.cells].slice(0, 5).map(c => +c.textContent))")
     assert rows == [p[:5] for p in want["plans"][:10]]
     ms = float(page.get_attribute(".pb-search", "data-ms"))
@@ -167,5 +167,5 @@ def test_corrupted_plan_in_storage_is_refused(tab):
     page.wait_for_selector(".pb-record .pb-status")
     page.evaluate("localStorage.setItem('pb-plan-builder-v1', '{\"format\": \"pb-plan\", \"version\": 1, \"numbers\": 3}')")
     page.click('[data-act="plan"]')
-    assert "没有导入:方案的内容不完整" in page.inner_text(".pb-record .pb-status")
+    assert "没有导入：方案的内容不完整" in page.inner_text(".pb-record .pb-status")
     assert page.input_value("#pb-rec-plan_numbers") == ""
