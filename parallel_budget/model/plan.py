@@ -36,6 +36,7 @@ owns its formula (see :mod:`.planterms`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 import pint
@@ -336,24 +337,34 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
 
 @dataclass(frozen=True)
 class PlanSearch:
-    """Every split of ``devices`` that fits, fastest first; iterate or index it like a tuple."""
+    """Every split of ``devices`` that fits, fastest first; iterate or index it like a tuple.
+
+    The search computes every number of every candidate; the fitting plans are
+    wrapped into :class:`PlanBudget` (pint Quantities) when first read.
+    """
 
     devices: int
     candidates: int  # splits that were possible for this model and batch
-    plans: tuple  # PlanBudget, ordered by step time, then memory
+    found: tuple  # ((dp, tp, pp, zero_stage, micro_batch), numbers), fastest first
+    settings: MappingProxyType
+
+    @cached_property
+    def plans(self) -> tuple:
+        """PlanBudget, ordered by step time, then bytes sent, then memory."""
+        return tuple(_budget(dict(self.settings), *split, c) for split, c in self.found)
 
     def __iter__(self):
         return iter(self.plans)
 
     def __len__(self) -> int:
-        return len(self.plans)
+        return len(self.found)
 
     def __getitem__(self, i):
         return self.plans[i]
 
     @property
     def best(self):
-        return self.plans[0] if self.plans else None
+        return _budget(dict(self.settings), *self.found[0][0], self.found[0][1]) if self.found else None
 
 
 splits = T.splits  # every possible split of a device count (planterms)
@@ -379,4 +390,4 @@ def search_plans(*, devices, **kw) -> PlanSearch:
         if c["fits"]:
             found.append(((c["step"], sum(x[6] for x in c["comm"]), c["total"], split), split, c))
     found.sort(key=lambda x: x[0])
-    return PlanSearch(n, count, tuple(_budget(s, *split, c) for _, split, c in found))
+    return PlanSearch(n, count, tuple((split, c) for _, split, c in found), MappingProxyType(s))
