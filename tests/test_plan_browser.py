@@ -169,3 +169,17 @@ def test_corrupted_plan_in_storage_is_refused(tab):
     page.click('[data-act="plan"]')
     assert "没有导入：方案的内容不完整" in page.inner_text(".pb-record .pb-status")
     assert page.input_value("#pb-rec-plan_numbers") == ""
+
+
+def test_every_control_is_labelled_and_the_search_works_by_keyboard(tab):
+    """Has every input and select of the builder a label, and does Enter on the focused search button search?"""
+    page = builder(tab)
+    unlabelled = page.evaluate(
+        "() => [...document.querySelectorAll('.pb-calc[data-calc=\"plan\"] :is(input, select)')]"
+        ".filter(e => !document.querySelector(`label[for=\"${e.id}\"]`)).map(e => e.name)"
+    )
+    assert unlabelled == []
+    page.focus('[data-act="search"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('[data-out="search"]')
+    assert page.locator(".pb-search tbody tr").count() == 10
