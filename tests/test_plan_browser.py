@@ -183,3 +183,25 @@ def test_every_control_is_labelled_and_the_search_works_by_keyboard(tab):
     page.keyboard.press("Enter")
     page.wait_for_selector('[data-out="search"]')
     assert page.locator(".pb-search tbody tr").count() == 10
+
+
+def test_builder_and_record_import_work_from_file_urls(browser, built_site):
+    """Opened straight from disk (file://), does the builder compute and the record page import its plan?"""
+    ctx = browser.new_context()
+    offsite = []
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (offsite.append(r.request.url), r.abort()))
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto((built_site / "book" / "plan-builder.html").as_uri())
+        page.wait_for_selector('[data-out="step"]')
+        assert page.inner_text('[data-out="step"]') == t_(pv.evaluate({})["out"]["step"])
+        page.click('[data-act="send"]')
+        page.click('[data-out="sent"] a')
+        page.wait_for_selector(".pb-record .pb-status")
+        page.click('[data-act="plan"]')
+        page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")
+        assert not errors and not offsite, (errors, offsite)
+    finally:
+        ctx.close()
