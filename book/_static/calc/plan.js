@@ -226,7 +226,7 @@ function timelineSvg(o) {
 }
 
 const VERDICT = {
-  fits: (o, s) => `放得下：每卡 ${B(o.memory.total)} ≤ 显存 ${B(s.device_memory)}。`,
+  fits: (o, s) => `放得下：每卡 ${B(o.memory.total)} ≤ 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
   too_big: (o, s) => `放不下：每卡 ${B(o.memory.total)} > 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
   batch: (o, s, p) => `全局 batch 不变：${s.global_batch} = dp ${p[0]} × micro_batch ${p[4]} × 微批次数 ${o.microbatches}。`,
   units: (o, s) => `带宽按字节读：节点内 ${fmtAuto(s.intra_bw, 'B/s')}（= ${trim(s.intra_bw * 8e-9, 4)} Gb/s），跨节点 ${fmtAuto(s.inter_bw, 'B/s')}（= ${trim(s.inter_bw * 8e-9, 4)} Gb/s）。`,
