@@ -71,7 +71,7 @@ def test_defaults_show_the_package_numbers_and_draw_both_charts(tab):
     codes = page.eval_on_selector_all('[data-out="verdict"] li', "els => els.map(e => e.dataset.code)")
     assert codes == want["codes"]
     labels = page.eval_on_selector_all('.pb-calc[data-calc="plan"] svg', "els => els.map(e => e.getAttribute('aria-label'))")
-    assert len(labels) == 2 and labels[0].startswith("每卡内存") and labels[1].startswith("一步的时间线")
+    assert len(labels) == 2 and labels[0].startswith("每卡显存") and labels[1].startswith("一步的时间线")
     assert page.locator('.pb-calc[data-calc="plan"] svg rect').count() >= 10
     assert page.evaluate("typeof window.PBCalc") == "undefined", "ui.js loaded on a page without other calculators"
 

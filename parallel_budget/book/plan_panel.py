@@ -33,7 +33,7 @@ def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute,
     b = plan_budget(**kw, dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     m = b.memory
     rows = [
-        ("每卡内存：状态 + 激活 + 临时", f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.temporary)} = {fmt(m.total)}"),
+        ("每卡显存：状态 + 激活 + 临时", f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.temporary)} = {fmt(m.total)}"),
         ("放得下吗", "放得下" if b.fits else "放不下"),
         ("步时：计算 / 暴露的通信 / 气泡", f"{_time(b.step)}：{_time(b.compute)} / {_time(b.exposed_comm)} / {_time(b.bubble)}"),
         ("效率", fmt_percent(b.efficiency)),
@@ -72,4 +72,4 @@ def plan_panel(shape="llama2-7b", global_batch=32, dp=16, tp=1, pp=1, zero_stage
         "peak_flops": _float(peak_flops, "峰值 FLOP/s", step=1e12), "mfu": _float(mfu, "MFU", step=0.05),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
     }
-    return Panel("方案构建器：内存、通信与步时", controls, _render)
+    return Panel("方案构建器：显存、通信与步时", controls, _render)

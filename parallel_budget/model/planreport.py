@@ -92,5 +92,5 @@ def assumptions(b) -> tuple:
         f"调度允许重叠 {fmt_percent(s['overlap'])}）；DDP 与 ZeRO-1/2 每步归约一次，只能藏在最后一个微批次的反向后，"
         "ZeRO-3 每个微批次都重新聚合参数；TP、PP 通信在关键路径上。",
         f"计算时间{compute}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍；重算另加。",
-        "气泡 = (p−1)/m × 一个阶段的计算与 TP 通信；GPipe 与 1F1B 气泡相同，只是激活内存不同。",
+        "气泡 = (p−1)/m × 一个阶段的计算与 TP 通信；GPipe 与 1F1B 气泡相同，只是激活显存不同。",
     )

@@ -211,7 +211,7 @@ function memorySvg(o, mem) {
   const [body, end] = stacked(8, parts, scale);
   const mx = (110 + mem * scale).toFixed(1);
   const leg = parts.map(([, fill, name], i) => rect(110 + i * 100, 44, 12, 12, fill, name) + txt(126 + i * 100, 55, name)).join('');
-  return svg(64, `每卡内存：合计 ${B(m.total)}，显存 ${B(mem)}`, txt(0, 22, '每卡内存') + body + txt(Math.min(end + 4, 560), 22, B(m.total), 'pb-small')
+  return svg(64, `每卡显存：占用 ${B(m.total)}，容量 ${B(mem)}`, txt(0, 22, '每卡显存') + body + txt(Math.min(end + 4, 560), 22, B(m.total), 'pb-small')
     + `<line x1="${mx}" x2="${mx}" y1="2" y2="32" class="pb-mark"/>` + txt(Math.min(+mx, 560), 40, `显存 ${B(mem)}`, 'pb-small') + leg);
 }
 function timelineSvg(o) {
@@ -253,7 +253,7 @@ let pending = 0;
 
 function mount(el) {
   const units = new Set(FIELDS.map((x) => x.unit).filter(Boolean));
-  el.innerHTML = '<p class="pb-title">方案构建器：内存、通信与步时</p><form class="pb-form" novalidate>' + FIELDS.filter((x) => !units.has(x.name)).map((fd) => {
+  el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与步时</p><form class="pb-form" novalidate>' + FIELDS.filter((x) => !units.has(x.name)).map((fd) => {
     const u = fd.unit && FIELDS.find((x) => x.name === fd.unit);
     return `<div class="pb-field"><label for="pb-plan-${fd.name}">${LABELS[fd.name]}</label><span class="pb-row">${control(fd)}${u ? `<label class="pb-sr" for="pb-plan-${u.name}">${LABELS[u.name]}</label>${control(u)}` : ''}</span>`
       + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
@@ -274,7 +274,7 @@ function mount(el) {
     status.textContent = '';
     last = r;
     const o = r.out, m = o.memory;
-    res.innerHTML = `<dl class="pb-out"><dt>每卡内存（状态 + 激活 + 临时）</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
+    res.innerHTML = `<dl class="pb-out"><dt>每卡显存（状态 + 激活 + 临时）</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
       + `<dt>放得下吗</dt><dd data-out="fits">${o.fits ? '放得下' : '放不下'}</dd><dt>步时</dt><dd data-out="step">${T(o.step)}</dd>`
       + `<dt>计算 / 暴露的通信 / 气泡</dt><dd>${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}</dd>`
       + `<dt>吞吐</dt><dd data-out="tokens">${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s</dd><dt>效率</dt><dd data-out="efficiency">${pct(o.efficiency)}</dd></dl>`
@@ -302,7 +302,7 @@ function mount(el) {
       const box = el.querySelector('.pb-search');
       box.dataset.ms = ms.toFixed(2);
       box.innerHTML = `<p data-out="search">${last.values.devices} 张卡：试了 ${r.candidates} 种切分，放得下 ${r.plans.length} 种（用时 ${trim(ms)} ms）。前 10 名：</p>`
-        + '<table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡内存</th><th></th></tr></thead><tbody>'
+        + '<table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡显存</th><th></th></tr></thead><tbody>'
         + r.plans.slice(0, 10).map((p) => `<tr>${p.slice(0, 5).map((x) => `<td>${x}</td>`).join('')}<td>${T(p[5])}</td><td>${B(p[6])}</td><td><button type="button" data-act="use" data-split="${p.slice(0, 5).join(',')}">采用</button></td></tr>`).join('')
         + '</tbody></table>';
     } else if (act === 'use') {
@@ -311,7 +311,7 @@ function mount(el) {
     } else if (act === 'send' && last) {
       const o = last.out, m = o.memory, p = last.split;
       const numbers = [`DP=${p[0]}、TP=${p[1]}、PP=${p[2]}、ZeRO-${p[3]}，微批次 ${p[4]} × ${o.microbatches}`,
-        `参数量 ${trim(o.params, 4)}；每卡内存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时 ${B(m.temporary)}）`,
+        `参数量 ${trim(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时 ${B(m.temporary)}）`,
         `步时 ${T(o.step)}：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}；${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s，效率 ${pct(o.efficiency)}`,
         ...o.comm.map((c) => `${c[0]}（${c[2]} 卡，${LINK[c[3]]}）：每卡每步 ${B(c[5])}，${T(c[6])}`)];
       const rec = { format: 'pb-plan', version: 1, saved: new Date().toISOString(), link: location.href, inputs: raw(), numbers,
