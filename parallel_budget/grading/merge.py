@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ class MergeReport:
     stale: tuple = ()          # students whose feedback must be rewritten from the live gradebook
     regrade: tuple = ()        # (student, notebook, cell) whose manual mark was cleared
     flagged: tuple = field(default=())  # (student, notebook) newly flagged
+    locked_seconds: float = 0.0  # how long the write lock was held (formgrader's saves wait up to 5 s)
 
 
 def key(notebook: str, cell: str) -> str:
@@ -256,6 +258,7 @@ def merge(gradebook: Path, base_db: Path, shards: dict, assignment: str, run_id:
     try:
         con.execute(RUN_TABLE)
         con.execute("BEGIN IMMEDIATE")  # the write lock: formgrader's saves wait (briefly) until COMMIT
+        locked = time.monotonic()
         try:
             _sync_definitions(con, base)
             names = _names(con)
@@ -269,12 +272,14 @@ def merge(gradebook: Path, base_db: Path, shards: dict, assignment: str, run_id:
             con.execute("INSERT INTO pb_run (run_id, assignment, stale, regrade) VALUES (?, ?, ?, ?)",
                         (run_id, assignment, json.dumps(stale), json.dumps(regrade, ensure_ascii=False)))
             con.execute("COMMIT")
+            locked = time.monotonic() - locked
         except BaseException:
             con.execute("ROLLBACK")
             raise
     finally:
         con.close()
-    return MergeReport(run_id, tuple(loaded), tuple(stale), tuple(map(tuple, regrade)), tuple(flagged))
+    return MergeReport(run_id, tuple(loaded), tuple(stale), tuple(map(tuple, regrade)), tuple(flagged),
+                       round(locked, 3))
 
 
 def finished_run(gradebook: Path, run_id: str) -> MergeReport | None:
