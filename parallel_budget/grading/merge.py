@@ -34,6 +34,13 @@ DEFINITION_TABLES = ("course", "assignment", "notebook", "base_cell", "source_ce
 NOT_FLAGGED = {"missing_notebook"}  # nothing to look at in a notebook that was never handed in
 RUN_TABLE = ("CREATE TABLE IF NOT EXISTS pb_run (run_id TEXT PRIMARY KEY, assignment TEXT NOT NULL,"
              " stale TEXT NOT NULL, regrade TEXT NOT NULL)")
+PB_TABLES = (  # the course's own tables, next to nbgrader's in the same file
+    "CREATE TABLE IF NOT EXISTS pb_submission (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
+    " digest TEXT NOT NULL, PRIMARY KEY (student_id, assignment))",
+    "CREATE TABLE IF NOT EXISTS pb_integrity (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
+    " notebook TEXT, cell TEXT, trick TEXT NOT NULL, detail TEXT)",
+    RUN_TABLE,
+)
 
 _MARKS_SQL = (
     "SELECT n.name, bc.name, {cols} FROM {t} JOIN submitted_notebook sn ON {t}.notebook_id = sn.id "
@@ -256,7 +263,8 @@ def merge(gradebook: Path, base_db: Path, shards: dict, assignment: str, run_id:
     loaded = {s: _Shard(Path(folder), s, assignment) for s, folder in sorted(shards.items())}
     con = sqlite3.connect(str(gradebook), timeout=60, isolation_level=None)
     try:
-        con.execute(RUN_TABLE)
+        for stmt in PB_TABLES:  # a gradebook nbgrader made (e.g. by `nbgrader collect`) lacks them
+            con.execute(stmt)
         con.execute("BEGIN IMMEDIATE")  # the write lock: formgrader's saves wait (briefly) until COMMIT
         locked = time.monotonic()
         try:
