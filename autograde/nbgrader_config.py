@@ -9,8 +9,9 @@ Directories map onto the repository (paths relative to the repository root):
     autograde/feedback/<student>/<assignment>/
     autograde/gradebook.db
 
-Run plain nbgrader commands from this folder (``cd autograde && nbgrader ...``),
-or use ``python -m parallel_budget.grading`` from anywhere; both read this file.
+Plain nbgrader commands read it from this folder: ``.venv/bin/python -m parallel_budget.grading
+nbgrader <args>`` runs ``nbgrader <args>`` here with the venv's tools on PATH.  The course's own
+commands (``python -m parallel_budget.grading grade|feedback|export|formgrader``) read it from anywhere.
 """
 
 import os

@@ -9,8 +9,11 @@
 * :mod:`.course`     course layout and nbgrader configuration
 * :mod:`.runner`     the one grading command: lock, worker pool, journal, placing results
 * :mod:`.collect`    submissions from a folder or a zip_collect archive into autograde/submitted
-* :mod:`.gradebook`  base gradebook for a run, merging a student's shard (manual marks kept), CSV export
+* :mod:`.gradebook`  base gradebook for a run, CSV export
+* :mod:`.merge`      shards into the live gradebook in one transaction (marks, flags kept; changed answers cleared)
 * :mod:`.shard`      grading one student in a throw-away nbgrader course (a worker process)
-* :mod:`.feedback`   feedback HTML for one graded student
+* :mod:`.feedback`   feedback HTML with the current manual marks, Chinese labels, offline MathJax
+* :mod:`.privacy`    what feedback shows a student: no hidden tests, tracebacks or machine paths
+* :mod:`.lab`        JupyterLab extension for formgrader: offline MathJax, mark schemes, fresh reads
 * ``python -m parallel_budget.grading --help``
 """

@@ -5,6 +5,9 @@
     grade [SUBMISSIONS] [--jobs N]     collect, autograde, feedback, export CSV, integrity report
     export                             rewrite autograde/grades.csv and autograde/integrity.csv
     formgrader [--port P]              JupyterLab at the course root with formgrader (manual grading)
+    feedback [--student ID]            rewrite feedback HTML from the gradebook (after manual grading)
+    nbgrader ARGS...                   stock nbgrader (collect, zip_collect, list, ...) in autograde/,
+                                       with this venv's tools on PATH
 
 Run ``... <command> --help`` for the options.
 """
@@ -89,6 +92,12 @@ def main(argv=None) -> int:
     g.add_argument("--force", action="store_true", help="重评所有人,即使提交没有变化")
     g.add_argument("--timeout", type=int, help="每个单元的超时秒数(默认按 nbgrader_config.py,30 秒)")
     sub.add_parser("export", help="重新导出 autograde/grades.csv 和 autograde/integrity.csv")
+    fb = sub.add_parser("feedback", help="按成绩册重写反馈 HTML(在 formgrader 里人工评分之后)")
+    fb.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
+    fb.add_argument("--student", action="append", help="只重写这个学生的反馈(可重复)")
+    nb = sub.add_parser("nbgrader", help="在 autograde/ 里运行 nbgrader 原生命令(collect、zip_collect、list……),"
+                        "PATH 已包含本环境的工具")
+    nb.add_argument("nbgrader_args", nargs=argparse.REMAINDER, help="原样交给 nbgrader,例如 zip_collect lesson")
     f = sub.add_parser("formgrader", help="在课程根目录启动 JupyterLab 和 formgrader,做人工评分")
     f.add_argument("--port", type=int, help="端口(默认:JupyterLab 自己选一个空闲端口)")
     f.add_argument("--no-browser", action="store_true", help="不自动打开浏览器")
@@ -104,6 +113,9 @@ def main(argv=None) -> int:
     course = None
     try:
         course = Course(args.root)
+        if args.command == "nbgrader":
+            os.chdir(course.autograde)  # nbgrader reads nbgrader_config.py from the current folder
+            os.execv(sys.executable, [sys.executable, "-m", "nbgrader", *args.nbgrader_args])
         if args.command == "formgrader":
             return formgrader(course, args.port, not args.no_browser, args.lab_args)
         if args.command == "grade":
@@ -112,6 +124,12 @@ def main(argv=None) -> int:
             summary = grade(args.submissions, root=course.root, assignment=args.assignment, jobs=args.jobs,
                             students=args.student, force=args.force, timeout=args.timeout)
             return 1 if summary["failed"] else 0
+        if args.command == "feedback":
+            from .runner import rewrite_feedback
+
+            done = rewrite_feedback(course.root, args.assignment, args.student)
+            print(f"已按成绩册重写 {len(done)} 个学生的反馈:{course.feedback}")
+            return 0
         if args.command == "export":
             from .runner import export
 

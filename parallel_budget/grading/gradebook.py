@@ -19,15 +19,7 @@ import sqlite3
 from pathlib import Path
 
 from .course import Course, load_config, quiet_app_logs
-from .merge import RUN_TABLE, definitions_digest
-
-PB_TABLES = (
-    "CREATE TABLE IF NOT EXISTS pb_submission (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
-    " digest TEXT NOT NULL, PRIMARY KEY (student_id, assignment))",
-    "CREATE TABLE IF NOT EXISTS pb_integrity (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
-    " notebook TEXT, cell TEXT, trick TEXT NOT NULL, detail TEXT)",
-    RUN_TABLE,
-)
+from .merge import PB_TABLES, definitions_digest
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,13 @@ DEFINITION_TABLES = ("course", "assignment", "notebook", "base_cell", "source_ce
 NOT_FLAGGED = {"missing_notebook"}  # nothing to look at in a notebook that was never handed in
 RUN_TABLE = ("CREATE TABLE IF NOT EXISTS pb_run (run_id TEXT PRIMARY KEY, assignment TEXT NOT NULL,"
              " stale TEXT NOT NULL, regrade TEXT NOT NULL)")
+PB_TABLES = (  # the course's own tables, next to nbgrader's in the same file
+    "CREATE TABLE IF NOT EXISTS pb_submission (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
+    " digest TEXT NOT NULL, PRIMARY KEY (student_id, assignment))",
+    "CREATE TABLE IF NOT EXISTS pb_integrity (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
+    " notebook TEXT, cell TEXT, trick TEXT NOT NULL, detail TEXT)",
+    RUN_TABLE,
+)
 
 _MARKS_SQL = (
     "SELECT n.name, bc.name, {cols} FROM {t} JOIN submitted_notebook sn ON {t}.notebook_id = sn.id "
@@ -50,6 +58,7 @@ class MergeReport:
     stale: tuple = ()          # students whose feedback must be rewritten from the live gradebook
     regrade: tuple = ()        # (student, notebook, cell) whose manual mark was cleared
     flagged: tuple = field(default=())  # (student, notebook) newly flagged
+    locked_seconds: float = 0.0  # how long the write lock was held (formgrader's saves wait up to 5 s)
 
 
 def key(notebook: str, cell: str) -> str:
@@ -254,8 +263,10 @@ def merge(gradebook: Path, base_db: Path, shards: dict, assignment: str, run_id:
     loaded = {s: _Shard(Path(folder), s, assignment) for s, folder in sorted(shards.items())}
     con = sqlite3.connect(str(gradebook), timeout=60, isolation_level=None)
     try:
-        con.execute(RUN_TABLE)
+        for stmt in PB_TABLES:  # a gradebook nbgrader made (e.g. by `nbgrader collect`) lacks them
+            con.execute(stmt)
         con.execute("BEGIN IMMEDIATE")  # the write lock: formgrader's saves wait (briefly) until COMMIT
+        locked = time.monotonic()
         try:
             _sync_definitions(con, base)
             names = _names(con)
@@ -269,12 +280,14 @@ def merge(gradebook: Path, base_db: Path, shards: dict, assignment: str, run_id:
             con.execute("INSERT INTO pb_run (run_id, assignment, stale, regrade) VALUES (?, ?, ?, ?)",
                         (run_id, assignment, json.dumps(stale), json.dumps(regrade, ensure_ascii=False)))
             con.execute("COMMIT")
+            locked = time.monotonic() - locked
         except BaseException:
             con.execute("ROLLBACK")
             raise
     finally:
         con.close()
-    return MergeReport(run_id, tuple(loaded), tuple(stale), tuple(map(tuple, regrade)), tuple(flagged))
+    return MergeReport(run_id, tuple(loaded), tuple(stale), tuple(map(tuple, regrade)), tuple(flagged),
+                       round(locked, 3))
 
 
 def finished_run(gradebook: Path, run_id: str) -> MergeReport | None:

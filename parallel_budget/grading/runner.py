@@ -250,6 +250,25 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     return summary
 
 
+def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
+    """Rewrite feedback from the live gradebook (after manual grading in formgrader); return the students."""
+    course = Course(root)
+    assignments = course.assignments()
+    assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
+    if assignment not in assignments:
+        raise CourseError(f"请用 --assignment 指定作业,可用:{', '.join(assignments)}")
+    done = []
+    with _locked(course):
+        install_mathjax(course.feedback)
+        graded = sorted(p.parent.name for p in course.autograded.glob(f"*/{assignment}") if p.is_dir())
+        for student in students or graded:
+            if student not in graded:
+                raise CourseError(f"{student} 还没有评过分(autograde/autograded/{student}/{assignment} 不存在)。")
+            course_feedback(course, student, assignment)
+            done.append(student)
+    return done
+
+
 def summary_text(course: Course, summary: dict) -> str:
     """The closing lines of a grade run, in Chinese."""
     failed, kernels = summary["failed"], summary["kernels"]

@@ -1,0 +1,270 @@
+"""Does formgrader, in a real JupyterLab in a real browser, work together with the grade command?
+
+One course (the ring-allreduce notebook, which has a manually graded answer),
+one JupyterLab started the documented way (``python -m parallel_budget.grading
+formgrader``) with its own Jupyter folders, token-less on 127.0.0.1 and a free
+port, and Debian's chromium.  Every request outside 127.0.0.1 is blocked and
+recorded: none may happen.  The grade command runs for real while the page is
+open (issue 17).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from grading_helpers import ROOT, comments, course_copy, scores
+
+from parallel_budget.grading import classroom
+from parallel_budget.grading.course import Course
+from parallel_budget.grading.runner import grade
+
+pytestmark = pytest.mark.slow
+playwright_api = pytest.importorskip("playwright.sync_api")
+NB = "02-ring-allreduce"
+ANSWER = "带宽减半以后,每 rank 的发送量仍是 $2(R-1)/R \\times G$,与链路无关;下界是发送量除以带宽,所以加倍。"
+SNEAKY = "import builtins\nbuiltins.abs = lambda x: 0"
+
+
+def _env(tmp: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                     ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+                     ("IPYTHONDIR", "ipython")):
+        (tmp / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(tmp / sub)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _submission_id(db: Path, student: str) -> str:
+    con = sqlite3.connect(str(db))
+    row = con.execute("SELECT sn.id FROM submitted_notebook sn JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+                      "JOIN notebook n ON sn.notebook_id = n.id WHERE sa.student_id = ? AND n.name = ?",
+                      (student, NB)).fetchone()
+    con.close()
+    return row[0]
+
+
+def _csv_scores(course: Course) -> dict:
+    with open(course.grades_csv, encoding="utf-8") as fh:
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """(course, submissions folder, base url) with a graded class and formgrader running."""
+    tmp = tmp_path_factory.mktemp("formgrader")
+    course = Course(course_copy(tmp / "course", (NB,)))
+    folder = tmp / "in"
+    honest = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
+    for student in ("s1", "s2"):
+        classroom.write_student(folder, student, "lesson", honest)
+    sneaky = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
+    classroom.insert_code(sneaky[NB], "answer_ex1", SNEAKY)
+    classroom.write_student(folder, "s3", "lesson", sneaky)
+    summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
+    assert summary["graded"] == ["s1", "s2", "s3"] and ("s3", NB) in summary["flagged"], summary
+    port = _free_port()
+    log = open(tmp / "lab.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "parallel_budget.grading", "--root", str(course.root), "formgrader",
+                             "--port", str(port), "--no-browser", "--", "--ServerApp.token=", "--ServerApp.password=",
+                             "--LabApp.expose_app_in_browser=True"],
+                            env=_env(tmp / "jupyter"), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/status", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError((tmp / "lab.log").read_text())
+                time.sleep(0.5)
+        yield course, folder, url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    _, _, url = lab
+    page = browser.new_page()
+    page.outside = []
+
+    def route(r):
+        if r.request.url.startswith(("http://127.0.0.1", "data:", "blob:")):
+            r.continue_()
+        else:
+            page.outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    yield page
+    assert page.outside == [], page.outside  # offline: nothing outside the machine
+    page.close()
+
+
+def _open(page, url, submission_id):
+    page.goto(f"{url}/formgrader/submissions/{submission_id}/")
+    page.wait_for_selector("input#explain_ex1")
+    page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
+                           " && formgrader.comments.loaded")
+
+
+def _save(page, selector, value):
+    with page.expect_response(lambda r: r.request.method == "PUT" and "/formgrader/api/" in r.url) as resp:
+        page.fill(selector, value)
+        page.press(selector, "Tab")
+    assert resp.value.status == 200, resp.value.status
+
+
+def test_marks_saved_before_and_after_a_grade_run_are_both_kept(lab, page):
+    """Save a mark, run the grade command, save another on the same open page: both in the gradebook and the CSV?"""
+    course, folder, url = lab
+    _open(page, url, _submission_id(course.gradebook, "s1"))
+    _save(page, "input#explain_ex1", "1.5")
+    grade(folder, root=course.root, jobs=2, timeout=10, quiet=True, students=["s1"])
+    _save(page, "textarea.comment >> nth=0", "思路清楚")  # the page opened before the run still saves
+    _open(page, url, _submission_id(course.gradebook, "s2"))
+    _save(page, "input#explain_ex1", "2")
+    subprocess.run([sys.executable, "-m", "parallel_budget.grading", "--root", str(course.root), "export"],
+                   check=True, capture_output=True, env=dict(os.environ, PATH="/usr/bin:/bin"))
+    sc = scores(course.gradebook)
+    assert sc[("s1", NB, "explain_ex1")] == (1.5, 2.0) and sc[("s2", NB, "explain_ex1")] == (2.0, 2.0)
+    assert any(v[1] == "思路清楚" for k, v in comments(course.gradebook).items() if k[0] == "s1")
+    csv_scores = _csv_scores(course)
+    assert csv_scores["s1"] == 11 + 1.5 and csv_scores["s2"] == 11 + 2
+
+
+def test_a_mark_saved_while_the_grade_command_runs_survives(lab, page, tmp_path):
+    """Save a mark while `grade --force` is between grading and merging: is it in the gradebook and the feedback?"""
+    course, folder, url = lab
+    slow = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
+    classroom.insert_code(slow[NB], "answer_ex2", "import time\ntime.sleep(6)")
+    classroom.write_student(folder, "s4", "lesson", slow)
+    _open(page, url, _submission_id(course.gradebook, "s2"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "parallel_budget.grading", "--root", str(course.root), "grade",
+                             str(folder), "--force", "--jobs", "2", "--timeout", "20"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (course.work / "shards" / "s2" / "done.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "grade ended before s2 was graded"
+            time.sleep(0.2)
+        _save(page, "input#explain_ex1", "0.5")
+        assert proc.poll() is None, "the save must happen during the run"
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert scores(course.gradebook)[("s2", NB, "explain_ex1")] == (0.5, 2.0)
+    html = (course.feedback / "s2" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
+    assert "得分:0.5 / 2.0" in html
+
+
+def test_a_flagged_student_shows_as_flagged(lab, page):
+    """Does the integrity finding (rebinding a builtin) show as a flag in formgrader's list?"""
+    _, _, url = lab
+    page.goto(f"{url}/formgrader/gradebook/lesson/{NB}")
+    page.wait_for_selector("table tbody tr a.name-shown", state="attached")
+    rows = page.eval_on_selector_all(
+        "table tbody tr", "rows => rows.map(r => [r.querySelector('a.name-shown').textContent.trim(),"
+                          " !!r.querySelector('.flagged .glyphicon-flag')])")
+    flagged = dict(rows)
+    assert flagged["s3"] is True and flagged["s1"] is False, flagged
+
+
+def test_mark_scheme_formulas_and_links_are_on_the_graders_screen(lab, page):
+    """Is the mark scheme under the answer, are formulas typeset offline, do the live notebook and Preview open?"""
+    course, _, url = lab
+    _open(page, url, _submission_id(course.gradebook, "s1"))
+    scheme = page.locator(".text_cell_render:has-text('评分标准')")
+    assert scheme.count() == 1
+    assert "发送量只由算法" in scheme.inner_text()
+    page.wait_for_selector("mjx-container", timeout=20000)  # MathJax 3, served by this JupyterLab
+    live = page.eval_on_selector(".live-notebook a.name-shown", "a => a.getAttribute('href')")
+    assert page.request.get(url + live).status == 200 and live.endswith(f"autograded/s1/lesson/{NB}.ipynb"), live
+    page.goto(f"{url}/formgrader/manage_assignments")
+    page.wait_for_selector("td.preview a")
+    preview = page.eval_on_selector("td.preview a", "a => a.getAttribute('href')")
+    assert page.request.get(url + preview).status == 200, preview
+
+
+def test_a_stale_page_says_so_in_words(lab, page):
+    """When the grade command re-grades the student on an open page (answer changed), does the page say so?"""
+    course, folder, url = lab
+    con = sqlite3.connect(str(course.gradebook))  # a mark on the answer that is about to change
+    con.execute("UPDATE grade SET manual_score = 1 WHERE notebook_id = ? AND cell_id IN "
+                "(SELECT id FROM base_cell WHERE name = 'explain_ex1')", (_submission_id(course.gradebook, "s1"),))
+    con.commit()
+    con.close()
+    _open(page, url, _submission_id(course.gradebook, "s1"))
+    assert page.input_value("input#explain_ex1") == "1"
+    changed = classroom.submission(course, "lesson", {"explain_ex1": "另一个回答。"})
+    classroom.write_student(folder, "s1", "lesson", changed)
+    summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
+    assert summary["graded"] == ["s1"] and ("s1", NB, "explain_ex1") in summary["regrade"]
+    page.wait_for_selector("#pb-banner", state="visible", timeout=20000)
+    assert "刷新本页" in page.inner_text("#pb-banner")
+    _open(page, url, _submission_id(course.gradebook, "s1"))  # same submission id, new content, no mark
+    assert page.input_value("input#explain_ex1") == "" and "另一个回答" in page.inner_text("#notebook")
+
+
+def test_preview_and_live_notebook_open_inside_jupyterlab(lab, page):
+    """From formgrader inside JupyterLab (Nbgrader menu), do "Open live notebook" and Preview open in the Lab?"""
+    course, _, url = lab
+    page.goto(f"{url}/lab")
+    page.wait_for_function("() => window.jupyterapp && jupyterapp.commands.hasCommand('nbgrader:open-formgrader')",
+                           timeout=60000)
+    page.evaluate("() => jupyterapp.commands.execute('nbgrader:open-formgrader')")
+    deadline = time.monotonic() + 60
+    while not any("/formgrader" in f.url for f in page.frames):
+        assert time.monotonic() < deadline, "formgrader did not open inside JupyterLab"
+        page.wait_for_timeout(300)
+    frame = next(f for f in page.frames if "/formgrader" in f.url)
+    frame.goto(f"{url}/formgrader/submissions/{_submission_id(course.gradebook, 's2')}/")
+    frame.wait_for_selector("input#explain_ex1")
+    frame.evaluate("() => document.querySelector('.live-notebook a.name-hidden').click()")
+    path = f"autograde/autograded/s2/lesson/{NB}.ipynb"
+    page.wait_for_function("p => { const w = jupyterapp.shell.currentWidget;"
+                           " return w && w.context && w.context.path === p; }", arg=path, timeout=30000)
+    frame.goto(f"{url}/formgrader/manage_assignments")
+    frame.wait_for_selector("td.preview a")
+    frame.evaluate("() => document.querySelector('td.preview a').click()")
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-BreadCrumbs, .jp-FileBrowser-crumbs')]"
+                           ".some(c => c.textContent.includes('exercises') && c.textContent.includes('lesson'))",
+                           timeout=30000)
