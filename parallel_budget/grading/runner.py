@@ -51,10 +51,13 @@ from pathlib import Path
 from .collect import collect, digest_folder
 from .course import Course, CourseError
 from .gradebook import connect, export, file_digest, graded_digests, merge_shard, prepare_base, release_cells
+from .sandbox import unavailable as sandbox_unavailable
 from .shard import grade_student, worker_init
 
 __all__ = ["collect", "export", "grade", "merge_shard"]
 log = logging.getLogger("parallel_budget.grading")
+UNSANDBOXED = ("!!!!!!!! 警告:--no-sandbox,本次评分没有沙箱隔离。学生代码以评分者身份运行,能读写评分者能读写的一切"
+               "(包括成绩册和其他学生的提交)、能联网。只在可信的提交上这样做。诚信报告里每个学生都有一行 unsandboxed。 !!!!!!!!")
 
 
 @contextlib.contextmanager
@@ -144,9 +147,15 @@ def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
 
 
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
-          timeout=None, quiet=False) -> dict:
-    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds)."""
+          timeout=None, quiet=False, sandbox=True) -> dict:
+    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds).
+
+    Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
+    refuses with a sentence saying how to enable one, unless ``sandbox=False`` (``--no-sandbox``).
+    """
     started = time.monotonic()
+    if sandbox and (why := sandbox_unavailable()):
+        raise CourseError("无法建立评分沙箱,拒绝评分:" + why)
     course = Course(root)
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
@@ -166,7 +175,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         before = graded_digests(course, assignment)
         todo = []
         for student in found:
-            digest = digest_folder(course.submitted / student / assignment) + ":" + source
+            digest = digest_folder(course.submitted / student / assignment) + ":" + source + ("" if sandbox else ":unsandboxed")
             if students and student not in students:
                 continue
             if not students and not force and before.get(student) == digest:
@@ -186,7 +195,9 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                     continue
             tasks.append(dict(root=str(course.root), student=student, assignment=assignment, shard=str(shard),
                               template=str(base / "template.db"), digest=digest, base=key, notebooks=notebooks,
-                              release_cells=cells, timeout=timeout))
+                              release_cells=cells, timeout=timeout, sandbox=sandbox))
+        if not sandbox:
+            say(UNSANDBOXED)
         say(f"评分 {assignment}:{len(found)} 份提交,{len(tasks)} 份待评分,{len(reused)} 份沿用上次中断前的结果,"
             f"{len(found) - len(todo)} 份未变跳过;{jobs} 个并行进程。")
 
@@ -218,10 +229,17 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             export(course)
         shutil.rmtree(course.work / "base", ignore_errors=True)
     kernels = {kind: sum(r.get("kernels", {}).get(kind, 0) for r in results) for kind in ("forked", "fresh")}
-    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels,
+    offenders = {r["student"]: r["tricks"] for r in ok if r.get("tricks")}
+    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels, "sandbox": sandbox,
+               "offenders": offenders,
                "skipped": len(found) - len(todo), "seconds": round(time.monotonic() - started, 2)}
     say(f"完成:评分 {len(ok)} 人,失败 {len(failed)} 人{('(' + ', '.join(failed) + ')') if failed else ''},"
         f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。"
         f"成绩:{course.grades_csv.relative_to(course.root)};"
         f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
+    if offenders:
+        say("诚信报告里有记录的学生(其余学生不受影响):"
+            + ";".join(f"{s}({'、'.join(t)})" for s, t in sorted(offenders.items())))
+    if not sandbox:
+        say(UNSANDBOXED)
     return summary
