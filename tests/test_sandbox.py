@@ -82,3 +82,22 @@ def test_fresh_sandboxed_kernels_work_without_the_warm_server():
     """With fork_kernels off, is each kernel still sandboxed (one-shot server, nothing preloaded)?"""
     out = _run(["import os, sys\nprint(os.getuid() != 0, 'parallel_budget.grading.checks' in sys.modules)"], fresh=True, timeout=60)
     assert out[0].split() == ["True", "False"]
+
+
+def test_an_ordinary_user_gets_the_same_sandbox(tmp_path):
+    """Run by a non-root user, does bwrap build the sandbox in a user namespace: no network, read-only, own /tmp?"""
+    import subprocess
+
+    if os.geteuid() != 0:
+        uid_switch = None  # already an ordinary user
+    else:
+        def uid_switch():
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+    script = ("touch /usr/x 2>/dev/null && echo WROTE; echo ok > /tmp/mine && cat /tmp/mine; "
+              "ls /work 2>/dev/null || echo no-work; id -u")
+    cmd = sandbox.command(["/bin/sh", "-c", script], LIMITS, privileged=False, read_only=["/usr", "/etc"])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, preexec_fn=uid_switch, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "no-work", str(65534 if os.geteuid() == 0 else os.geteuid())]

@@ -111,14 +111,19 @@ def _parents(path: str, made: set) -> list[str]:
     return args
 
 
-def command(argv: list, limits: Limits, info_fd: int | None = None) -> list:
-    """The ``bwrap ...`` command line that runs ``argv`` (a sandbox payload) in a fresh sandbox."""
+def command(argv: list, limits: Limits, info_fd: int | None = None, *, privileged: bool | None = None,
+            read_only: list | None = None) -> list:
+    """The ``bwrap ...`` command line that runs ``argv`` (a sandbox payload) in a fresh sandbox.
+
+    ``privileged`` (default: running as root) picks root's way (the payload drops to its own uid)
+    or an ordinary user's (an unprivileged user namespace); ``read_only`` replaces the mounted paths.
+    """
     exe = bwrap()
     if exe is None:
         raise FileNotFoundError("bwrap")
     args = [exe, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox"]
-    if os.geteuid() == 0:  # the payload switches to its own uid first thing (see enter())
+    if os.geteuid() == 0 if privileged is None else privileged:  # the payload switches uid first (enter())
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-user", "--disable-userns"]
@@ -129,7 +134,7 @@ def command(argv: list, limits: Limits, info_fd: int | None = None) -> list:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    for path in _read_only_paths():
+    for path in _read_only_paths() if read_only is None else read_only:
         args += _parents(path, made) + ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH,
