@@ -20,7 +20,8 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from parallel_budget.grading import forkserver
+from parallel_budget.grading import forkclient as forkserver
+from parallel_budget.grading.warmkernels import kernel_manager_class
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
@@ -62,7 +63,7 @@ def warm():
     make every kernel start from scratch, which the tests below would catch.
     """
     forkserver.discard()
-    yield forkserver.kernel_manager_class()
+    yield kernel_manager_class()
     forkserver.discard()
 
 
@@ -170,9 +171,10 @@ def test_killing_the_grader_leaves_no_fork_server_or_kernel(tmp_path):
     """kill -9 of the process that owns the fork server ends the server and every kernel it forked."""
     script = textwrap.dedent("""
         import asyncio, json, sys
-        from parallel_budget.grading import forkserver
+        from parallel_budget.grading import forkclient as forkserver
+        from parallel_budget.grading.warmkernels import kernel_manager_class
         async def main():
-            km = forkserver.kernel_manager_class()(kernel_name="python3")
+            km = kernel_manager_class()(kernel_name="python3")
             await km.start_kernel(cwd=sys.argv[1])
             print(json.dumps([forkserver.server().process.pid, km.provisioner.pid]), flush=True)
             await asyncio.sleep(600)

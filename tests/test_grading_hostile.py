@@ -101,7 +101,8 @@ def test_slips_are_named_in_the_feedback_html(graded):
 
 
 EXPECTED = {
-    # student: (score of 02 out of 11, tricks that must be flagged)
+    # student: (score of 02 out of 11, tricks that must be flagged).  Test cells run in the
+    # grader (trusted checking), so a trick in the kernel earns nothing: only right values score.
     "invalid-json": (0, {"invalid_notebook"}),
     "deleted-test-cell": (9, {"deleted_test_cell"}),
     "edited-test-cell": (9, {"edited_test_cell"}),
@@ -110,11 +111,12 @@ EXPECTED = {
     "kernel-exit": (8, {"kernel_died", "kill_kernel"}),
     "huge-output": (11, {"huge_output"}),
     "lying-objects": (7, {"lying_object"}),
-    "rebound-checker": (0, {"rebind_checker", "no_receipt"}),  # its no-op check voids every later value test
-    "input-transformer": (0, {"skip_tests", "no_receipt"}),  # it skips every later test cell
-    "reads-hidden-tests": (11, {"read_files"}),
-    "rebound-builtins": (7, {"rebind_builtins"}),
-    "forged-receipt": (11, {"rebind_checker"}),
+    "rebound-checker": (7, {"rebind_checker"}),  # its no-op check changes nothing: its wrong ex1 scores 0
+    "input-transformer": (7, {"skip_tests"}),  # test cells no longer run in its kernel: nothing to skip
+    # its recursive glob of the whole (read-only, course-free) sandbox never ends: ex1 times out
+    "reads-hidden-tests": (7, {"read_files", "timeout"}),
+    "rebound-builtins": (7, {"rebind_builtins"}),  # its isinstance lies break pint in its own kernel: ex2 too
+    "forged-receipt": (7, {"rebind_checker"}),  # was 11 ("flagged only"): the forged receipts earn nothing
 }
 
 
@@ -123,7 +125,7 @@ def test_tampered_questions_lose_their_points_and_are_flagged(graded, student):
     """Does each trick cost exactly the tampered questions, and appear in the integrity report?"""
     _, _, sc, fl = graded
     total, tricks = EXPECTED[student]
-    assert notebook_total(sc, student, NB) == total
+    assert notebook_total(sc, student, NB) == total, {k[2]: v for k, v in sc.items() if k[:2] == (student, NB)}
     assert tricks <= {f[3] for f in fl if f[0] == student}
 
 
@@ -133,13 +135,13 @@ def test_untouched_notebook_of_a_broken_student_keeps_its_points(graded):
     assert notebook_total(sc, "invalid-json", "01-two-rank-update") == 4
 
 
-def test_tricks_nbgrader_cannot_stop_are_flagged_not_silent(graded):
-    """Do rebinding builtins and forging the receipt earn nothing silently (0 points or a flag)?"""
+def test_tricks_that_were_flagged_only_now_score_zero(graded):
+    """Do rebinding builtins, a no-op checker and a forged receipt earn 0 on the questions they tried to fake?"""
     _, _, sc, fl = graded
-    rebound = {f[3] for f in fl if f[0] == "rebound-builtins"}
-    assert "rebind_builtins" in rebound and sc[("rebound-builtins", NB, "test_ex1_send")][0] == 0
-    forged = {f[3] for f in fl if f[0] == "forged-receipt"}
-    assert "rebind_checker" in forged  # it may pass the cell, but the instructor sees it
+    for student in ("rebound-builtins", "rebound-checker", "forged-receipt", "input-transformer"):
+        assert sc[(student, NB, "test_ex1_send")][0] == 0, student
+    assert {f[3] for f in fl if f[0] == "forged-receipt"} >= {"rebind_checker"}
+    assert not any(f[3] == "no_receipt" for f in fl)  # every receipt now comes from the grader itself
 
 
 def test_huge_output_is_cut_and_kernel_death_is_explained(graded):

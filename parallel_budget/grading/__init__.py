@@ -4,8 +4,12 @@
 * :mod:`.diagnose`   expected values and their named mistakes, from the package
 * :mod:`.checks`     what test cells call; prints a receipt, raises Chinese feedback
 * :mod:`.integrity`  scan of submissions for tricks, run outside the student's kernel
-* :mod:`.preprocessors` nbgrader preprocessors: survive kernel deaths, cap output size
-* :mod:`.forkserver` warm kernels: fork each notebook's kernel from a preloaded process
+* :mod:`.preprocessors` nbgrader preprocessors: trusted test cells, survive kernel deaths, cap output size
+* :mod:`.trusted`    test cells run in the grader on the answers' plain values; function answers via :mod:`.fnhost`
+* :mod:`.plain`      answer values as plain data (kernel side dump, grader side load)
+* :mod:`.sandbox`    bubblewrap sandbox and limits for every kernel
+* :mod:`.forkserver` warm kernels: fork each notebook's kernel from a preloaded process (in the sandbox)
+* :mod:`.forkclient` the grader's handle on a fork server; :mod:`.warmkernels` the jupyter_client glue
 * :mod:`.course`     course layout and nbgrader configuration
 * :mod:`.runner`     the one grading command: lock, worker pool, journal, placing results
 * :mod:`.collect`    submissions from a folder or a zip_collect archive into autograde/submitted

@@ -91,6 +91,7 @@ def main(argv=None) -> int:
     g.add_argument("--student", action="append", help="只评这个学生(可重复);用于重评一个人")
     g.add_argument("--force", action="store_true", help="重评所有人,即使提交没有变化")
     g.add_argument("--timeout", type=int, help="每个单元的超时秒数(默认按 nbgrader_config.py,30 秒)")
+    g.add_argument("--no-sandbox", action="store_true", help="不用沙箱评分(只在无法建立沙箱、且提交可信时使用)")
     sub.add_parser("export", help="重新导出 autograde/grades.csv 和 autograde/integrity.csv")
     fb = sub.add_parser("feedback", help="按成绩册重写反馈 HTML(在 formgrader 里人工评分之后)")
     fb.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
@@ -122,7 +123,8 @@ def main(argv=None) -> int:
             from .runner import grade
 
             summary = grade(args.submissions, root=course.root, assignment=args.assignment, jobs=args.jobs,
-                            students=args.student, force=args.force, timeout=args.timeout)
+                            students=args.student, force=args.force, timeout=args.timeout,
+                            sandbox=not args.no_sandbox)
             return 1 if summary["failed"] else 0
         if args.command == "feedback":
             from .runner import rewrite_feedback

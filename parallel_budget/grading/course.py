@@ -85,9 +85,10 @@ def load_config(course: Course, **overrides):
     return cfg
 
 
-def shard_config(course: Course, shard: Path, timeout: int | None = None):
-    """Config of a one-student shard course rooted at ``shard``."""
+def shard_config(course: Course, shard: Path, timeout: int | None = None, sandbox: bool = True):
+    """Config of a one-student shard course rooted at ``shard`` (kernels sandboxed unless ``sandbox=False``)."""
     cfg = load_config(course)
+    cfg.ResilientExecute.sandbox = sandbox
     cfg.CourseDirectory.root = str(shard)
     cfg.CourseDirectory.db_url = "sqlite:///" + str(shard / "gradebook.db")
     if timeout is not None:

@@ -45,6 +45,10 @@ TRICKS = {
     "timeout": "单元运行超时(可能是死循环),该单元记 0 分",
     "kernel_died": "内核在运行中退出,该单元记 0 分,其余单元在新内核中继续评分",
     "huge_output": "输出过长,已截断",
+    "resource_limit": "单元撞上了沙箱的资源上限(内存、进程数、磁盘空间),该单元记 0 分",
+    "spawn_processes": "启动了子进程(fork、subprocess、multiprocessing、os.system)",
+    "network": "尝试联网或监听端口(评分沙箱里没有网络)",
+    "unsandboxed": "本次评分用了 --no-sandbox:学生代码没有隔离运行,成绩和其他学生的数据都可能被它改动",
 }
 
 _BUILTIN_NAMES = {
@@ -61,6 +65,10 @@ _FILE_CALLS = {"open", "listdir", "scandir", "walk", "glob", "iglob", "read_text
                "rglob", "connect", "loadtxt", "read_csv"}
 _KILL_CALLS = {"_exit", "kill", "abort", "killpg", "exit", "quit"}
 _DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "import_module"}
+_SPAWN_CALLS = {"fork", "forkpty", "system", "popen", "posix_spawn", "spawnv", "execv", "execve", "Popen", "run",
+                "Process", "Pool"}
+_SPAWN_MODULES = ("subprocess", "multiprocessing", "concurrent")
+_NET_MODULES = ("socket", "urllib", "http", "requests", "ftplib", "smtplib", "asyncio", "ssl")
 _TEXT_PATTERNS = [
     ("skip_tests", r"input_transformers|ast_transformers|events\s*\.\s*register|register_magic|run_cell"),
     ("rebind_builtins", r"\b__builtins__\b|\bbuiltins\b"),
@@ -145,6 +153,10 @@ def scan_source(source: str) -> list[tuple[str, str]]:
                     add("read_files", f"import {mod}")
                 if mod in ("importlib",):
                     add("dynamic_code", f"import {mod}")
+                if mod.split(".")[0] in _SPAWN_MODULES:
+                    add("spawn_processes", f"import {mod}")
+                if mod.split(".")[0] in _NET_MODULES:
+                    add("network", f"import {mod}")
         targets = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -178,6 +190,8 @@ def scan_source(source: str) -> list[tuple[str, str]]:
                 add("kill_kernel", fname + "(...)")
             if last in _DYNAMIC_CALLS:
                 add("dynamic_code", fname + "(...)")
+            if last in _SPAWN_CALLS and fname.startswith(("os.", "subprocess.", "multiprocessing.", "pty.")):
+                add("spawn_processes", fname + "(...)")
             if fname in ("type",) and len(node.args) == 3:
                 add("lying_object", "type(name, bases, dict)")
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -286,6 +300,9 @@ def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
                 found.append(Finding(student, notebook, where, "timeout"))
             if out.get("ename") == "KernelDied":
                 found.append(Finding(student, notebook, where, "kernel_died"))
+            if out.get("ename") == "MemoryError" or any(
+                    text in str(out.get("evalue", "")) for text in ("No space left", "Resource temporarily unavailable")):
+                found.append(Finding(student, notebook, where, "resource_limit", str(out.get("ename"))))
         if "输出过长,已截断" in _stdout(cell):
             found.append(Finding(student, notebook, where, "huge_output"))
     return found

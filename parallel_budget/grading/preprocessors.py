@@ -19,10 +19,12 @@ from jupyter_core.utils import run_sync
 from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Integer
+from traitlets import Bool, Dict, Integer
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
+
+from . import trusted
 
 KERNEL_DIED = "KernelDied"
 
@@ -43,24 +45,60 @@ class ResilientExecute(Execute):
                    "package (parallel_budget.grading.forkserver) instead of starting Python afresh."
     ).tag(config=True)
 
+    sandbox = Bool(
+        True, help="Run every kernel in a bubblewrap sandbox (parallel_budget.grading.sandbox): no network, "
+                   "a read-only system, only its own scratch space, resource limits."
+    ).tag(config=True)
+
+    sandbox_limits = Dict(
+        help="Overrides of parallel_budget.grading.sandbox.Limits, e.g. {'memory_bytes': 4 * 10**9}."
+    ).tag(config=True)
+
+    trusted_checks = Bool(
+        True, help="Run test cells in the grader on the answers' plain values (parallel_budget.grading.trusted), "
+                   "never in the student's kernel."
+    ).tag(config=True)
+
+    max_output_chars = Integer(
+        2_000_000, help="Characters of output kept per cell while it runs; the rest is dropped (endless output)."
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.fork_kernels:
-            from .forkserver import kernel_manager_class
+        if self.sandbox or self.fork_kernels:
+            from .sandbox import Limits
+            from .warmkernels import kernel_manager_class
 
-            self.kernel_manager_class = kernel_manager_class()
+            limits = Limits.from_config(self.sandbox_limits) if self.sandbox else None
+            self.kernel_manager_class = kernel_manager_class(limits, fresh=not self.fork_kernels)
+        self._limits = Limits.from_config(self.sandbox_limits) if self.sandbox else None
 
     async def async_start_new_kernel(self, **kwargs):
-        from .forkserver import ForkedKernel, launches
+        from .forkclient import launches
 
         await super().async_start_new_kernel(**kwargs)
-        forked = isinstance(getattr(self.km.provisioner, "process", None), ForkedKernel)
-        launches["forked" if forked else "fresh"] += 1
+        launches["forked" if getattr(self.km.provisioner, "warm", False) else "fresh"] += 1
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
 
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most ``max_output_chars`` of a running cell's output in memory (the grader's)."""
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
+        self._output_chars = getattr(self, "_output_chars", {})
+        used = self._output_chars.get(id(outs), 0)
+        if used + size > self.max_output_chars and msg.get("msg_type") in ("stream", "display_data", "execute_result"):
+            if used <= self.max_output_chars:
+                self._output_chars[id(outs)] = self.max_output_chars + 1
+                outs.append(NotebookNode(output_type="stream", name="stdout",
+                                         text=f"\n... 输出过长,已截断(超过 {self.max_output_chars} 个字符的部分没有保存) ...\n"))
+            return None
+        self._output_chars[id(outs)] = used + size
+        return super().output(outs, msg, display_id, cell_index)
+
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
+        self._output_chars = {}
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         start, restarts, broken = 0, 0, set()
@@ -72,7 +110,7 @@ class ResilientExecute(Execute):
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     for index in range(start):  # replay what ran before the death, outputs discarded
-                        if cells[index].cell_type == "code" and index not in broken:
+                        if cells[index].cell_type == "code" and index not in broken and not self._checked_here(cells[index]):
                             current = index
                             self.execute_cell(copy.deepcopy(cells[index]), index, store_history=False)
                     for index in range(start, len(cells)):
@@ -98,6 +136,49 @@ class ResilientExecute(Execute):
                     break
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+
+    def _checked_here(self, cell) -> bool:
+        return self.trusted_checks and trusted.is_test_cell(cell)
+
+    def preprocess_cell(self, cell, resources, index):
+        if not self._checked_here(cell):
+            return super().preprocess_cell(cell, resources, index)
+        try:
+            names = trusted.free_names(cell.source)
+        except SyntaxError:
+            cell.outputs, cell.execution_count = [trusted._error("测试单元无法解析。")], None
+            return cell, resources
+        values = {}
+        if names:  # the kernel hands over the answers as plain data; it never sees the test
+            msg_id = self.kc.execute("", silent=True, store_history=False,
+                                     user_expressions={"answers": trusted.export_expression(names)})
+            reply = self.wait_for_reply(msg_id, cell)
+            values = trusted.read_export((reply or {}).get("content", {}))
+        host = trusted.FunctionHost(self._launch_function_host, self._student_cells(index), float(self.timeout or 30))
+        try:
+            cell.outputs = trusted.run(cell.source, values, names, host)
+        finally:
+            host.close()
+        cell.execution_count = None
+        return cell, resources
+
+    def _student_cells(self, index) -> list:
+        return [c.source for c in self.nb.cells[:index] if c.cell_type == "code" and not trusted.is_test_cell(c)]
+
+    def _launch_function_host(self, fd):
+        import os
+        import sys
+
+        from .forkclient import ForkServerError, server
+
+        srv = server(self._limits, role="functions")
+        if srv is None:
+            raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。")
+        try:
+            return srv.launch([sys.executable, "-m", "parallel_budget.grading.fnhost"], dict(os.environ), None, fd=fd)
+        except (ForkServerError, OSError, ValueError):
+            raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。") from None
 
 
 class LimitOutputSize(NbGraderPreprocessor):

@@ -59,10 +59,13 @@ from .course import Course, CourseError
 from .feedback import course_feedback, install_mathjax, task_marks
 from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
 from .merge import MergeReport, finished_run, merge
+from .sandbox import unavailable as sandbox_unavailable
 from .shard import grade_student, worker_init
 
 __all__ = ["collect", "export", "grade", "merge"]
 log = logging.getLogger("parallel_budget.grading")
+UNSANDBOXED = ("!!!!!!!! 警告:--no-sandbox,本次评分没有沙箱隔离。学生代码以评分者身份运行,能读写评分者能读写的一切"
+               "(包括成绩册和其他学生的提交)、能联网。只在可信的提交上这样做。诚信报告里每个学生都有一行 unsandboxed。 !!!!!!!!")
 
 
 @contextlib.contextmanager
@@ -170,9 +173,15 @@ def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
 
 
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
-          timeout=None, quiet=False) -> dict:
-    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds)."""
+          timeout=None, quiet=False, sandbox=True) -> dict:
+    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds).
+
+    Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
+    refuses with a sentence saying how to enable one, unless ``sandbox=False`` (``--no-sandbox``).
+    """
     started = time.monotonic()
+    if sandbox and (why := sandbox_unavailable()):
+        raise CourseError("无法建立评分沙箱,拒绝评分:" + why)
     course = Course(root)
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
@@ -192,7 +201,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         before = graded_digests(course, assignment)
         todo, unchanged = [], 0
         for student in found:
-            digest = digest_folder(course.submitted / student / assignment) + ":" + source
+            digest = digest_folder(course.submitted / student / assignment) + ":" + source + ("" if sandbox else ":unsandboxed")
             if students and student not in students:
                 continue
             if not students and not force and before.get(student) == digest:
@@ -214,8 +223,10 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                     continue
             tasks.append(dict(root=str(course.root), student=student, assignment=assignment, shard=str(shard),
                               template=str(base / "template.db"), digest=digest, base=key, notebooks=notebooks,
-                              release_cells=cells, timeout=timeout,
+                              release_cells=cells, timeout=timeout, sandbox=sandbox,
                               marks=task_marks(course, student, assignment)))
+        if not sandbox:
+            say(UNSANDBOXED)
         skipped = f"{unchanged} 份与上次评分时相同,跳过" if unchanged else ""
         if not_selected:
             skipped += ("," if skipped else "") + f"{not_selected} 份不在 --student 之列,未动"
@@ -243,7 +254,9 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     kernels = {kind: sum(r.get("kernels", {}).get(kind, 0) for r in results) for kind in ("forked", "fresh")}
     regrade = list(merged.regrade) if merged else []
     flagged = list(merged.flagged) if merged else []
-    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels,
+    offenders = {r["student"]: r["tricks"] for r in ok if r.get("tricks")}
+    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels, "sandbox": sandbox,
+               "offenders": offenders,
                "skipped": unchanged, "not_selected": not_selected, "regrade": regrade, "flagged": flagged,
                "seconds": round(time.monotonic() - started, 2)}
     say(summary_text(course, summary))
@@ -281,6 +294,11 @@ def summary_text(course: Course, summary: dict) -> str:
     if summary["regrade"]:
         lines.append("需要重新人工评分(答案改过,原来的人工分和评语已清除):"
                      + "、".join(f"{s} {nb}/{cell}" for s, nb, cell in summary["regrade"]))
+    if summary.get("offenders"):
+        lines.append("诚信报告里有记录的学生(其余学生不受影响):"
+                     + ";".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
     lines.append(f"成绩:{course.grades_csv.relative_to(course.root)};"
                  f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
+    if not summary.get("sandbox", True):
+        lines.append(UNSANDBOXED)
     return "\n".join(lines)

@@ -28,10 +28,10 @@ def grade_student(task: dict) -> dict:
     """Grade one student in a shard of their own (runs in a worker process)."""
     import nbformat
 
-    from . import forkserver
+    from . import forkclient
 
     started = time.monotonic()
-    kernels_before = dict(forkserver.launches)
+    kernels_before = dict(forkclient.launches)
     course = Course(task["root"])
     student, assignment = task["student"], task["assignment"]
     shard = Path(task["shard"])
@@ -43,12 +43,12 @@ def grade_student(task: dict) -> dict:
         shutil.copy(task["template"], shard / "gradebook.db")
         submitted = shard / "autograde" / "submitted" / student / assignment
         shutil.copytree(course.submitted / student / assignment, submitted)
-        cfg = shard_config(course, shard, task.get("timeout"))
+        cfg = shard_config(course, shard, task.get("timeout"), sandbox=task.get("sandbox", True))
         from nbgrader.converters import Autograde
         from nbgrader.coursedir import CourseDirectory
 
         quiet_app_logs()
-        findings: list = []
+        findings: list = [] if task.get("sandbox", True) else [integrity.Finding(student, "", "", "unsandboxed")]
         failed: list = []
         graded: list = []
         sources = task["release_cells"]
@@ -89,11 +89,12 @@ def grade_student(task: dict) -> dict:
                         failed.append(nb)
         _post_grade(shard, student, assignment, task, findings, failed)
         write_feedback(cfg, shard, student, assignment, task.get("marks"))
-        result.update(ok=True, findings=len(findings), failed=failed)
+        result.update(ok=True, findings=len(findings), failed=failed,
+                      tricks=sorted({f.trick for f in findings} - {"missing_notebook", "unsandboxed"}))
     except Exception:
         result["errors"].append(traceback.format_exc(limit=6))
     result["seconds"] = round(time.monotonic() - started, 3)
-    result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkserver.launches.items()}
+    result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkclient.launches.items()}
     if result["ok"]:
         done = dict(result, digest=task["digest"], base=task["base"])
         (shard / "done.tmp").write_text(json.dumps(done, ensure_ascii=False))

@@ -1,0 +1,56 @@
+"""The function host: replays a student's cells in a fresh sandboxed interpreter and calls their function.
+
+Forked by a fork server of its own (:mod:`.forkserver`, in a bubblewrap
+sandbox separate from the student's kernel) as ``python -m
+parallel_budget.grading.fnhost``; its channel to the grader is the socket in
+``PB_CHANNEL_FD``.  The first message holds the student's code cells (never
+a test cell); each later one ``{"call": name, "args": [...]}`` is answered
+with ``{"result": plain}`` or ``{"error": text}``.  The arguments are the
+hidden test's cases; they reach this throw-away process only, which the
+student's kernel cannot see, and nothing it prints reaches anyone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+from . import plain
+
+
+def _shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance(history_length=0, colors="NoColor")
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(os.environ["PB_CHANNEL_FD"]))
+    devnull = open(os.devnull, "w")
+    sys.stdout = sys.stderr = devnull  # the student's prints go nowhere
+    os.dup2(devnull.fileno(), 1)
+    os.dup2(devnull.fileno(), 2)
+    first = json.loads(sock.recv(plain.MAX_JSON) or b"{}")
+    shell = _shell()
+    for source in first.get("cells", []):
+        shell.run_cell(source, store_history=False, silent=True)
+    while True:
+        data = sock.recv(plain.MAX_JSON)
+        if not data:
+            return
+        request = json.loads(data)
+        function = shell.user_ns.get(request.get("call"))
+        try:
+            if not callable(function):
+                raise TypeError(f"{request.get('call')} 不是函数")
+            args = [plain.decode(a) for a in request.get("args", [])]
+            reply = {"result": plain.encode(function(*args))}
+        except BaseException as exc:  # noqa: BLE001 -- the student's exception is the answer
+            reply = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        sock.send(json.dumps(reply).encode())
+
+
+if __name__ == "__main__":
+    main()

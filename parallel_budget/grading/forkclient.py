@@ -1,0 +1,212 @@
+"""The grader's side of the fork server (:mod:`.forkserver`): start it, launch kernels, watch them.
+
+:class:`ForkServer` starts one fork server (inside a bubblewrap sandbox when
+given :class:`.sandbox.Limits`) and asks it for kernels; each comes back as a
+:class:`ForkedKernel`, a pidfd-backed stand-in for :class:`subprocess.Popen`.
+:func:`server` keeps one warm server per grading process and sandbox setting
+and starts a new one when a student's kernel has killed the old one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from . import sandbox
+from .forkserver import MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
+
+REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the server is given up
+log = logging.getLogger("parallel_budget.grading")
+
+
+class ForkedKernel:
+    """The part of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, server: "ForkServer", pid: int, pidfd: int):
+        self._server, self.pid, self._pidfd, self.returncode = server, pid, pidfd, None
+        self.host_pid = pid
+        try:  # the pid as this process sees it (differs inside a sandbox's PID namespace)
+            for line in open(f"/proc/self/fdinfo/{pidfd}"):
+                if line.startswith("Pid:"):
+                    self.host_pid = int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = self._server.status(self.pid)
+            os.close(self._pidfd)
+            self._pidfd = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
+            select.select([self._pidfd], [], [], 0.05)
+        return self.returncode
+
+    async def exited(self) -> int:
+        """Wait without polling: a pidfd becomes readable when the process exits."""
+        if self.poll() is None:
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            loop.add_reader(self._pidfd, lambda: done.done() or done.set_result(None))
+            try:
+                await done
+            finally:
+                loop.remove_reader(self._pidfd)
+        return self.poll()
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            signal.pidfd_send_signal(self._pidfd, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def __del__(self):
+        if getattr(self, "_pidfd", -1) >= 0:
+            os.close(self._pidfd)
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not be started or stopped answering."""
+
+
+class ForkServer:
+    """One fork server, owned by the process that started it; sandboxed when ``limits`` is given."""
+
+    def __init__(self, timeout: float = 60.0, limits: sandbox.Limits | None = None, preload: bool = True):
+        self.owner = os.getpid()
+        self.sandboxed, self.preload = limits is not None, preload
+        self._lock = threading.Lock()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**SERVER_ENV, **os.environ}  # each kernel gets its own environment back at fork
+        self.env = {k: v for k, v in os.environ.items() if k not in PER_KERNEL_ENV}
+        spec = {"preload": preload, "sandbox": self.sandboxed}
+        argv = [sys.executable, "-m", "parallel_budget.grading.forkserver", str(theirs.fileno())]
+        fds, info_r = [theirs.fileno()], None
+        if self.sandboxed:
+            spec.update(limits=json.loads(limits.to_json()), uid=sandbox.sandbox_uid() if os.geteuid() == 0 else None)
+            env.update(sandbox.ENV)
+            info_r, info_w = os.pipe()
+            fds.append(info_w)
+            argv = sandbox.command(argv + [json.dumps(spec)], limits, info_fd=info_w)
+        else:
+            argv.append(json.dumps(spec))
+        self.process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, cwd=SERVER_CWD, env=env)
+        theirs.close()
+        self.root = ""  # prefix that turns a path inside the sandbox into one the grader can open
+        if info_r is not None:
+            os.close(info_w)
+            info = b""
+            while select.select([info_r], [], [], timeout)[0]:  # bwrap writes its JSON, then closes
+                chunk = os.read(info_r, 4096)
+                if not chunk:
+                    break
+                info += chunk
+            os.close(info_r)
+            self.root = f"/proc/{sandbox.child_pid(info)}/root"
+        self._sock = mine
+        self._sock.settimeout(timeout)
+        try:
+            hello = json.loads(self._sock.recv(MAX_MESSAGE) or b"{}")
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ForkServerError(f"fork server did not start: {exc}") from exc
+        if not hello.get("ready"):
+            self.close()
+            raise ForkServerError(f"fork server exited with {self.process.wait()}")
+        self.threads = hello["threads"]
+        self._sock.settimeout(REQUEST_TIMEOUT)
+
+    def accepts(self, cmd: list, env: dict) -> bool:
+        """Whether ``cmd``/``env`` is a kernel this server can fork (else launch it normally)."""
+        return (len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" and cmd[2] in MODULES
+                and {k: v for k, v in env.items() if k not in PER_KERNEL_ENV} == self.env)
+
+    def launch(self, cmd: list, env: dict, cwd, connection: dict | None = None, fd: int | None = None) -> ForkedKernel:
+        request = {"op": "launch", "argv": list(cmd), "env": dict(env), "cwd": str(cwd) if cwd else None,
+                   "connection": connection}
+        with self._lock:
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [fd] if fd is not None else [])
+            msg, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
+        if not msg or not fds:
+            raise ForkServerError("fork server did not answer a launch request")
+        return ForkedKernel(self, json.loads(msg)["pid"], fds[0])
+
+    def status(self, pid: int) -> int:
+        try:
+            with self._lock:
+                self._sock.send(json.dumps({"op": "status", "pid": pid}).encode())
+                status = json.loads(self._sock.recv(MAX_MESSAGE))["status"]
+        except (OSError, ValueError, KeyError):
+            status = None
+        return -signal.SIGKILL if status is None else status
+
+    def close(self) -> None:
+        self._sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_servers: dict = {}
+_failed: set = set()
+launches: collections.Counter = collections.Counter()  # kernels graded in this process: "forked" / "fresh"
+
+
+def server(limits: sandbox.Limits | None = None, role: str = "kernels") -> ForkServer | None:
+    """This process's warm fork server for ``role`` and sandbox setting, started on first use; None if it cannot run.
+
+    ``role="functions"`` is a second server, in a sandbox of its own, for the trusted checker's
+    function hosts (:mod:`.fnhost`): a sandboxed server clears its sandbox before every launch.
+    """
+    key = (role, None if limits is None else limits.to_json())
+    srv = _servers.get(key)
+    if srv is not None and srv.owner == os.getpid():
+        if srv.process.poll() is None:
+            return srv
+        srv.close()  # it died (a student's kernel may have killed it): start another
+    _servers.pop(key, None)
+    if key in _failed or not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
+        return None
+    try:
+        srv = ForkServer(limits=limits)
+    except (ForkServerError, OSError) as exc:
+        _failed.add(key)
+        log.warning("Warm kernels unavailable (%s); starting every kernel from scratch.", exc)
+        return None
+    if srv.threads > 1 and limits is None:
+        log.warning("The fork server has %d threads after preloading; forking it may be unsafe.", srv.threads)
+    atexit.register(srv.close)
+    _servers[key] = srv
+    return srv
+
+
+def discard(limits: sandbox.Limits | None = None, role: str = "kernels") -> None:
+    """Stop this process's fork server (it failed); the next kernel starts a new one."""
+    srv = _servers.pop((role, None if limits is None else limits.to_json()), None)
+    if srv is not None and srv.owner == os.getpid():
+        srv.process.kill()
+        srv.close()

@@ -1,0 +1,103 @@
+"""Is a sandboxed grading kernel cut off from the network, the course and the grader, and bounded?
+
+Each test drives a real kernel forked from a sandboxed fork server through nbclient, as nbgrader does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from parallel_budget.grading import forkclient, sandbox
+from parallel_budget.grading.warmkernels import kernel_manager_class
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None, reason=str(sandbox.unavailable()))
+LIMITS = sandbox.Limits(memory_bytes=10**9, processes=48, scratch_bytes=32 * 2**20)
+
+
+def _run(cells, fresh=False, timeout=20):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, kernel_name="python3", timeout=timeout, allow_errors=True, shutdown_kernel="immediate",
+                   kernel_manager_class=kernel_manager_class(LIMITS, fresh=fresh)).execute()
+    return ["".join(o.get("text", "") or o.get("evalue", "")) for c in nb.cells for o in c.outputs]
+
+
+def test_the_kernel_sees_only_the_system_and_its_scratch():
+    """No course repository, solutions or home; the system is read-only; /tmp is its own; not root."""
+    home = os.path.expanduser("~")
+    out = _run([f"import os, json\nprint(json.dumps([os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}), "
+                f"os.path.exists({str(ROOT / 'autograde')!r}), os.path.exists({home + '/.bashrc'!r}), os.getcwd()]))",
+                "try:\n    open('/usr/evil', 'w')\nexcept OSError as e:\n    print(type(e).__name__)",
+                "open('/tmp/mine', 'w').write('x'); print(os.listdir('/tmp/work'))"])
+    uid, solutions, autograde, home_file, cwd = json.loads(out[0])
+    assert uid != 0 and not solutions and not autograde and not home_file and cwd == sandbox.WORK
+    assert out[1].strip() in ("PermissionError", "OSError") and out[2].strip() == "[]"
+
+
+def test_no_network_not_even_the_graders_loopback():
+    """Can a kernel connect to a socket listening on the host's 127.0.0.1?"""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    out = _run([f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n    print('REACHED')\n"
+                f"except OSError as e:\n    print('blocked', type(e).__name__)"])
+    listener.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+    assert out[0].startswith("blocked")
+
+
+def test_limits_hold_and_the_next_kernel_starts_clean():
+    """Memory, processes and scratch are capped; leftovers of one kernel are gone for the next."""
+    out = _run(["try:\n    b = bytearray(2 * 10**9)\nexcept MemoryError:\n    print('MemoryError')",
+                "import os, time\nn = 0\nfor _ in range(1000):\n    try:\n        pid = os.fork()\n    except OSError:\n"
+                "        break\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    n += 1\nprint(n)",
+                "try:\n    open('/tmp/big', 'wb').write(b'0' * 40 * 2**20)\nexcept OSError as e:\n    print(type(e).__name__)"])
+    assert out[0].strip() == "MemoryError" and int(out[1]) < LIMITS.processes and out[2].strip() == "OSError"
+    after = _run(["import os\nprint(sorted(os.listdir('/tmp')), len(os.listdir('/proc')))"])
+    assert "big" not in after[0] and "[" in after[0]
+
+
+def test_a_kernel_cannot_kill_the_warm_process():
+    """Signals to its parent, to PID 1 and to -1 leave the sandbox's fork server alive and warm."""
+    _run(["print(1)"])
+    srv = forkclient.server(LIMITS)
+    before = srv.process.pid
+    out = _run(["import os, signal\nfor p in (os.getppid(), 1, -1):\n    try:\n        os.kill(p, signal.SIGKILL)\n"
+                "    except OSError as e:\n        print(p, type(e).__name__)\nprint('alive')"])
+    assert out[-1].strip().endswith("alive")
+    assert forkclient.server(LIMITS).process.pid == before and srv.process.poll() is None
+
+
+def test_fresh_sandboxed_kernels_work_without_the_warm_server():
+    """With fork_kernels off, is each kernel still sandboxed (one-shot server, nothing preloaded)?"""
+    out = _run(["import os, sys\nprint(os.getuid() != 0, 'parallel_budget.grading.checks' in sys.modules)"], fresh=True, timeout=60)
+    assert out[0].split() == ["True", "False"]
+
+
+def test_an_ordinary_user_gets_the_same_sandbox(tmp_path):
+    """Run by a non-root user, does bwrap build the sandbox in a user namespace: no network, read-only, own /tmp?"""
+    import subprocess
+
+    if os.geteuid() != 0:
+        uid_switch = None  # already an ordinary user
+    else:
+        def uid_switch():
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+    script = ("touch /usr/x 2>/dev/null && echo WROTE; echo ok > /tmp/mine && cat /tmp/mine; "
+              "ls /work 2>/dev/null || echo no-work; id -u")
+    cmd = sandbox.command(["/bin/sh", "-c", script], LIMITS, privileged=False, read_only=["/usr", "/etc"])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, preexec_fn=uid_switch, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "no-work", str(65534 if os.geteuid() == 0 else os.geteuid())]
