@@ -1,0 +1,133 @@
+"""Does the question bank hold every numeric question once, agree with the notebooks, and stay fresh?"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from conftest import ROOT
+from parallel_budget import questions
+from parallel_budget.grading import diagnose
+from parallel_budget.questions import core, site, vectors
+
+# The autograded notebook questions, in the order their hidden tests check them.
+NOTEBOOK_QUESTIONS = {
+    "01-two-rank-update": ["update.nb01_updated_w", "update.nb01_buggy_w"],
+    "02-ring-allreduce": ["ring.ex1_send", "ring.ex1_bound", "ring.ex2_send", "ring.ex2_bound",
+                          "ring.nb02_step", "ring.nb02_speedup", "ring.nb02_efficiency", "ring.nb02_overlap"],
+    "03-zero-memory": ["zero.nb03_zero2", "zero.nb03_peak", "zero.nb03_smallest", "zero.nb03_zero3_send"],
+    "04-tp-pp": ["tppp.nb04_bubble", "tppp.nb04_tp_send"],
+    "05-debugging": ["debugging.nb05_slow_rank", "debugging.nb05_late_step", "debugging.nb05_rank0_wait"],
+}
+# Read off a log, not computed from numbers: not a numeric question (choices and code are not in the bank either).
+NOT_NUMERIC = {"hang_rank"}
+
+
+class Recorder:
+    """Stands in for ``checks`` in a hidden test cell: records what each check expects."""
+
+    def __init__(self):
+        self.calls = []
+
+    def value(self, name, given, expected, kind=None):
+        self.calls.append((name, expected))
+
+    def exact(self, name, given, right, hint="", allow_none=False):
+        if (type(right) is int or right is None) and name not in NOT_NUMERIC:
+            self.calls.append((name, right))
+
+    def visible(self, *a, **k):
+        pass
+
+    kind_is = visible
+
+
+def hidden_checks(notebook: str) -> list:
+    """(answer name, expected) of every numeric hidden check of a solution notebook, in order."""
+    import parallel_budget as pb
+
+    nb = json.loads((ROOT / "solutions" / "lesson" / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+    rec = Recorder()
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "### BEGIN HIDDEN TESTS" not in src:
+            continue
+        hidden = src.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+        if "consistent_checkpoint" in hidden:
+            continue
+        exec(hidden, {"checks": rec, "diagnose": diagnose, "pb": pb, **{n: None for n in re.findall(r"\b(\w+)\s*,", hidden)},
+                      **{a: None for a in re.findall(r'checks\.\w+\("(\w+)"', hidden)}})
+    return rec.calls
+
+
+def _same(a, b):
+    if a is None or isinstance(a, int):
+        return a == b
+    return (math.isclose(core.magnitude(a.value), core.magnitude(b.value), rel_tol=1e-12) and a.rel_tol == b.rel_tol
+            and [(k, pytest.approx(core.magnitude(v), rel=1e-12)) for k, v in a.mistakes]
+            == [(k, core.magnitude(v)) for k, v in b.mistakes])
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOK_QUESTIONS))
+def test_notebook_hidden_tests_expect_the_banks_default_answers(notebook):
+    """Does each autograded question's hidden test expect exactly what the bank's question expects at the book's numbers?"""
+    calls = hidden_checks(notebook)
+    ids = NOTEBOOK_QUESTIONS[notebook]
+    assert [name for name, _ in calls] == [questions.get(i).answer for i in ids]
+    for (name, expected), qid in zip(calls, ids):
+        q = questions.get(qid)
+        assert _same(expected, q.expected(q.defaults())), f"{notebook}: {name} differs from {qid}"
+
+
+def test_every_question_has_a_home_and_unique_id():
+    """Is every question in a chapter of the bank's index, and are the notebooks' questions all in the bank?"""
+    assert len(questions.QUESTIONS) >= 25
+    for q in questions.QUESTIONS.values():
+        assert q.chapter in questions.CHAPTERS and q.id.split(".")[0] in {"update", "ring", "zero", "tppp", "debugging"}
+    listed = [i for ids in NOTEBOOK_QUESTIONS.values() for i in ids]
+    assert len(set(listed)) == len(listed) and set(listed) <= set(questions.QUESTIONS)
+
+
+@pytest.mark.parametrize("qid", sorted(questions.QUESTIONS))
+def test_draws_stay_in_range_and_the_right_answer_passes(qid):
+    """Do seeded draws stay within the options, fill every placeholder, and pass the grader with the right value?"""
+    q = questions.get(qid)
+    options = {p.name: p.options for p in q.params}
+    for seed in (0, 1, 5, 77, 4321, questions.SEED_MAX):
+        params = q.generate(seed)
+        assert params == q.generate(seed)  # reproducible
+        if seed:
+            for name, value in params.items():
+                o = options[name]
+                if isinstance(o, dict):
+                    assert len(value) in o["len"] and sum(v not in o["each"] for v in value) <= ("late" in o)
+                else:
+                    assert value in o
+        for text in (q.prompt(params), q.solution(params)):
+            assert "{" not in text and "}" not in text and "nan" not in text.lower() and "inf" not in text.lower()
+        e = q.expected(params)
+        right = ("None" if e is None else str(e)) if q.kind == "int" else core.show(core.magnitude(e.value), core.answer_unit(q) or "")
+        assert core.check(q, params, right)["ok"], (seed, right)
+    assert q.generate(0) == q.defaults()
+
+
+def test_messages_come_from_the_grader():
+    """Is a named mistake's feedback in the page data worded as diagnose.MISTAKES, and is the bank JSON escaped?"""
+    q = questions.get("ring.ex1_send")
+    out = core.check(q, q.defaults(), "6")
+    assert not out["ok"] and diagnose.MISTAKES["recv"] in out["message"]
+    body = site.embed('<div class="pb-practice" data-q="ring.ex1_send"></div>')
+    data = json.loads(re.search(r'<script type="application/json" id="pb-bank">(.*)</script>', body).group(1))
+    assert data["mistakes"]["recv"] == diagnose.MISTAKES["recv"] and data["questions"][0]["id"] == "ring.ex1_send"
+    assert "</" not in body.split('id="pb-bank">')[1][:-len("</script>")]
+    with pytest.raises(ValueError, match="题库里没有"):
+        site.embed('<div class="pb-practice" data-q="ring.nope"></div>')
+    assert site.embed("<p>no practice</p>") == "<p>no practice</p>"
+
+
+def test_vectors_are_fresh():
+    """Is tests/vectors/questions.json what `python -m parallel_budget.questions.vectors` writes now?"""
+    assert vectors.PATH.read_text(encoding="utf-8") == vectors.text(), "stale: run python -m parallel_budget.questions.vectors"
