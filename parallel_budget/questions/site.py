@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from ..grading.answers import unit_of
+from ..grading.checks import RECEIPT
 from ..grading.diagnose import MISTAKES
 from . import CHAPTERS, QUESTIONS
 from .core import answer_unit
@@ -25,6 +26,45 @@ from .core import answer_unit
 MOUNT = re.compile(r"""<div class="pb-practice" data-q="([\w.]+)"></div>""")
 SUMMARY = 'class="pb-practice-summary"'
 BOOK = Path(__file__).resolve().parents[2] / "book"
+
+# The page's sentences, ``{key}`` filled by practice.js.  The verdicts are worded as
+# grading.checks words them (tests/vectors/questions.json holds the two to each other).
+TEXT = {
+    "ok": RECEIPT + ":{name} 的数值正确",
+    "ok_int": RECEIPT + ":{name} 正确",
+    "wrong_int": "{name} = {x} 不对。",
+    "wrong_int_hint": "{name} = {x} 不对。\n{hint}",
+    "mistake": "{name} = {shown} 不对。\n可能的错误:{why}。",
+    "or": ";或者",
+    "slip": "{name} = {shown} 不对。\n可能的错误:这个数按 {alt} 算是对的,但变量名后缀 _{suffix} 表示纯数字按 {unit} 理解;"
+            "请写 {right},或写带单位的字符串 \"{bare} {alt}\"。",
+    "wrong": "{name} = {shown} 不对(容差 {tol})。\n请对照公式逐项检查单位和系数。",
+    "int": "变量 {name} 需要整数(或 None),收到字符串 {text}。请直接写数字,例如 {name} = 2。",
+    "number": "变量 {name} 需要一个纯数字,收到 {text}。例如 {name} = 1.5。",
+    "fraction": "变量 {name} 需要一个纯数字,收到 {text}。例如 {name} = 0.455 或 \"45.5%\"。",
+    "finite": "变量 {name} 必须是有限的数,收到 {text}。",
+    "percent": "变量 {name} 是 0 到 1 之间的比例,收到 {t}。如果你指的是 {t}%,请写 {name} = {share} 或 {name} = \"{t}%\"。",
+    "range": "变量 {name} 是 0 到 1 之间的比例(或 \"0%\" 到 \"100%\"),收到 {text}。",
+    "quantity": "变量 {name} 读不出来:{why}。纯数字按变量名后缀的 {unit} 理解,例如 {name} = 1.5 或 \"1.5 {unit}\"。",
+    "negative": "不能为负数,收到 \"{t}\"",
+    "source": "练习 · {source}",
+    "check": "检查",
+    "again": "换一组数",
+    "stat": "本题已尝试 {n} 次,做对 {ok} 次(只保存在本浏览器)",
+    "drawn": "(第 {seed} 组数)",
+    "book": "(书中的数)",
+    "solution": "解答:",
+    "head": ["章节", "做对的题", "尝试次数"],
+}
+
+
+def label(q) -> str:
+    """The answer box's label: what is accepted, as the grader accepts it."""
+    unit = answer_unit(q)
+    if unit:
+        return f"你的答案 {q.answer}(纯数字按 {unit} 理解;也可带单位,如 “1500 MB”“0.2 s”)"
+    return {"fraction": f"你的答案 {q.answer}(小数或百分数,如 0.455 或 45.5%)",
+            "int": f"你的答案 {q.answer}(整数;都不行时写 None)"}.get(q.kind, f"你的答案 {q.answer}(纯数字)")
 
 
 def question_data(q) -> dict:
@@ -35,7 +75,7 @@ def question_data(q) -> dict:
         "id": q.id, "chapter": q.chapter, "source": q.source, "answer": q.answer, "kind": kind,
         "unit": answer_unit(q), "builder": q.builder, "fixed": q.fixed, "hint": q.hint,
         "params": [[p.name, p.default, p.options, p.unit] for p in q.params],
-        "prompt": q.prompt_text, "solution": q.solution_text,
+        "prompt": q.prompt_text, "solution": q.solution_text, "label": label(q),
     }
 
 
@@ -54,7 +94,7 @@ def bank_json(ids, summary: bool) -> str:
     """The page's bank: its questions, the mistake sentences they may name, and the chapter index."""
     qs = [question_data(QUESTIONS[i]) for i in dict.fromkeys(ids)]
     keys = {k for i in ids if QUESTIONS[i].kind != "int" for k, _ in QUESTIONS[i].expected(QUESTIONS[i].defaults()).mistakes}
-    data = {"questions": qs, "mistakes": {k: v for k, v in MISTAKES.items() if k in keys}}
+    data = {"questions": qs, "mistakes": {k: v for k, v in MISTAKES.items() if k in keys}, "text": TEXT}
     if summary:
         data["index"] = {c: [q.id for q in QUESTIONS.values() if q.chapter == c] for c in CHAPTERS}
         data["titles"] = chapter_titles()

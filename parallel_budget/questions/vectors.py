@@ -106,9 +106,9 @@ def _expected(q, params):
 
 
 def vectors() -> dict:
-    from .site import question_data
+    from .site import TEXT, question_data
 
-    out = {"mistakes": MISTAKES, "questions": []}
+    out = {"mistakes": MISTAKES, "text": TEXT, "questions": []}
     for q in QUESTIONS.values():
         draws = []
         for seed in SEEDS:

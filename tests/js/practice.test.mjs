@@ -47,7 +47,7 @@ for (const { question: q, draws } of data.questions) {
   test(`${q.id}: typed answers get the grader's verdict and words`, () => {
     for (const d of draws) {
       for (const c of d.cases) {
-        const r = P.check(q, d.params, c.text, data.mistakes);
+        const r = P.check(q, d.params, c.text, data);
         const where = `seed ${d.seed}, typed ${JSON.stringify(c.text)}`;
         assert.equal(r.status, c.status, `${where}: ${r.message}`);
         if (c.message !== undefined) assert.equal(r.message, c.message, where);

@@ -121,62 +121,57 @@ function values(q, params) {
 // ------------------------------------------------------------ reading and checking (answers/checks twins)
 const close = (a, b, tol) => Math.abs(a - b) <= Math.max(tol * Math.max(Math.abs(a), Math.abs(b)), 1e-12);
 const repr = (t) => t.includes("'") && !t.includes('"') ? `"${t}"` : `'${t.replace(/'/g, "\\'")}'`;
+// A sentence of the page's bank (site.TEXT), {key} filled from vars.
+const say = (T, k, v) => T[k].replace(/\{(\w+)\}/g, (_, n) => v[n]);
 class AnswerError extends Error {}
 
 // The typed text as the grader reads it: [value in SI units or a plain number, bare number or null].
-function read(q, text) {
-  const t = String(text).trim(), name = q.answer, bare = NUMBER.test(t) ? Number(t) : null;
+function read(q, text, T) {
+  const t = String(text).trim(), name = q.answer, bare = NUMBER.test(t) ? Number(t) : null, v = { name, text: repr(t), t };
+  const fail = (k, more) => { throw new AnswerError(say(T, k, Object.assign(v, more))); };
   if (q.kind === 'int') {
     if (/^(none|无)$/i.test(t)) return [null, null];
     if (/^[+-]?\d+$/.test(t)) return [Number(t), null];
-    throw new AnswerError(`变量 ${name} 需要整数(或 None),收到字符串 ${repr(t)}。请直接写数字,例如 ${name} = 2。`);
+    fail('int');
   }
   if (q.kind === 'number' || q.kind === 'fraction') {
-    const frac = q.kind === 'fraction';
-    const x = frac && t.endsWith('%') && NUMBER.test(t.slice(0, -1)) ? Number(t.slice(0, -1)) / 100 : bare;
-    if (x === null) throw new AnswerError(`变量 ${name} 需要一个纯数字,收到 ${repr(t)}。例如 ${name} = ${frac ? '0.455 或 "45.5%"' : '1.5'}。`);
-    if (!Number.isFinite(x)) throw new AnswerError(`变量 ${name} 必须是有限的数,收到 ${repr(t)}。`);
-    if (frac && (x < 0 || x > 1)) {
-      throw new AnswerError(`变量 ${name} 是 0 到 1 之间的比例,收到 ${t}。` + (x > 1 && x <= 100 && !t.endsWith('%') ? `如果你指的是 ${t}%,请写 ${name} = ${M.trim(x / 100, 4)} 或 ${name} = "${t}%"。` : '请写 0 到 1 的小数或 "0%" 到 "100%"。'));
-    }
+    const frac = q.kind === 'fraction', pc = t.endsWith('%');
+    const x = frac && pc && NUMBER.test(t.slice(0, -1)) ? Number(t.slice(0, -1)) / 100 : bare;
+    if (x === null) fail(frac ? 'fraction' : 'number');
+    if (!Number.isFinite(x)) fail('finite');
+    if (frac && (x < 0 || x > 1)) fail(x > 1 && x <= 100 && !pc ? 'percent' : 'range', { share: M.trim(x / 100, 4) });
     return [x, null];
   }
   const [kind, unit] = SUFFIX[name.split('_').pop()];
-  try {
-    const x = bare !== null ? bare * factor(unit) : M.parseQuantity(t, kind);
-    if (!Number.isFinite(x)) throw new Error(`必须是有限的数,收到 "${t}"`);
-    if (x < 0) throw new Error(`不能为负数,收到 "${t}"`);
-    return [x, bare];
-  } catch (e) {
-    throw new AnswerError(`变量 ${name} ${e.message}。纯数字按变量名后缀的 ${unit} 理解,例如 ${name} = 1.5 或 "1.5 ${unit}"。`);
-  }
+  let x;
+  try { x = bare !== null ? bare * factor(unit) : M.parseQuantity(t, kind); } catch (e) { fail('quantity', { why: e.message, unit }); }
+  if (!Number.isFinite(x)) fail('finite');
+  if (x < 0) fail('quantity', { why: say(T, 'negative', v), unit });
+  return [x, bare];
 }
 
 // {status: ok|mistake|slip|wrong|error, keys, message}, the message as checks.value/exact words it.
-function check(q, params, text, mistakes) {
-  const name = q.answer;
+function check(q, params, text, bank) {
+  const name = q.answer, T = bank.text;
   let x, bare;
-  try { [x, bare] = read(q, text); } catch (e) { return { status: 'error', keys: [], message: e.message }; }
-  const e = expected(q, params);
-  if (q.kind === 'int') {
-    return x === e ? { status: 'ok', keys: [], message: `✔ 检查通过:${name} 正确` }
-      : { status: 'wrong', keys: [], message: `${name} = ${x === null ? 'None' : x} 不对。` + (q.hint ? `\n${q.hint}` : '') };
-  }
-  if (close(x, e.value, e.tol)) return { status: 'ok', keys: [], message: `✔ 检查通过:${name} 的数值正确` };
-  const shown = q.unit ? show(x, q.unit) : M.trim(x, 4);
-  const keys = [], why = [];
+  try { [x, bare] = read(q, text, T); } catch (e) { return { status: 'error', keys: [], message: e.message }; }
+  const e = expected(q, params), r = (status, k, v, keys = []) => ({ status, keys, message: say(T, k, Object.assign({ name }, v)) });
+  if (q.kind === 'int') return x === e ? r('ok', 'ok_int') : r('wrong', q.hint ? 'wrong_int_hint' : 'wrong_int', { x: x === null ? 'None' : x, hint: q.hint });
+  if (close(x, e.value, e.tol)) return r('ok', 'ok');
+  const shown = q.unit ? show(x, q.unit) : M.trim(x, 4), keys = [], why = [];
   for (const [k, v] of e.mistakes) {
-    if (close(x, v, e.tol) && !close(v, e.value, e.tol) && !keys.includes(k)) { keys.push(k); why.push(mistakes[k]); }
+    if (close(x, v, e.tol) && !close(v, e.value, e.tol) && !keys.includes(k)) { keys.push(k); why.push(bank.mistakes[k]); }
   }
-  if (keys.length) return { status: 'mistake', keys, message: `${name} = ${shown} 不对。\n可能的错误:${why.join(';或者')}。` };
+  if (keys.length) return r('mistake', 'mistake', { shown, why: why.join(T.or) }, keys);
+  const suffix = name.split('_').pop();
   if (bare !== null && q.unit) {
-    for (const alt of SLIP[SUFFIX[name.split('_').pop()][0]]) {
+    for (const alt of SLIP[SUFFIX[suffix][0]]) {
       if (alt !== q.unit && close(bare * factor(alt), e.value, e.tol)) {
-        return { status: 'slip', keys: [alt], message: `${name} = ${shown} 不对。\n可能的错误:这个数按 ${alt} 算是对的,但变量名后缀 _${name.split('_').pop()} 表示纯数字按 ${q.unit} 理解;请写 ${show(e.value, q.unit).split(' ')[0]},或写带单位的字符串 "${M.trim(bare, 6)} ${alt}"。` };
+        return r('slip', 'slip', { shown, alt, suffix, unit: q.unit, right: show(e.value, q.unit).split(' ')[0], bare: M.trim(bare, 6) }, [alt]);
       }
     }
   }
-  return { status: 'wrong', keys: [], message: `${name} = ${shown} 不对(容差 ${Math.round(e.tol * 100)}%)。\n请对照公式逐项检查单位和系数。` };
+  return r('wrong', 'wrong', { shown, tol: `${Math.round(e.tol * 100)}%` });
 }
 
 // ------------------------------------------------------------ progress in localStorage (never sent)
@@ -207,14 +202,14 @@ try { store = root.localStorage; } catch (e) { store = null; }
 const memory = { getItem: () => null, setItem() {} };
 
 function mountBox(box, q, bank) {
-  const rec = () => load(store || memory);
+  const rec = () => load(store || memory), T = bank.text;
   let seed = urlSeed(q.id), params, tried = false;
   const n = q.id.replace(/\W/g, '-');
   box.replaceChildren();
-  box.append(el('p', 'pb-q-src', `练习 · ${q.source}`));
+  box.append(el('p', 'pb-q-src', say(T, 'source', q)));
   const prompt = el('p', 'pb-q-prompt'), form = el('form', 'pb-q-form'), fb = el('p', 'pb-q-fb'), sol = el('div', 'pb-q-sol'), stat = el('p', 'pb-q-stat');
-  const label = el('label', '', q.unit ? `你的答案(纯数字按 ${q.unit} 理解,也可写 "1500 MB" 这样的单位)` : q.kind === 'fraction' ? '你的答案(小数或百分数,如 0.455 或 45.5%)' : q.kind === 'int' ? '你的答案(整数)' : '你的答案(纯数字)');
-  const input = el('input'), ok = el('button', '', '检查'), again = el('button', 'pb-q-new', '换一组数');
+  const label = el('label', '', q.label);
+  const input = el('input'), ok = el('button', '', T.check), again = el('button', 'pb-q-new', T.again);
   label.htmlFor = input.id = `pb-q-${n}`;
   input.type = 'text'; input.autocomplete = 'off'; input.spellcheck = false;
   ok.type = 'submit'; again.type = 'button';
@@ -222,16 +217,16 @@ function mountBox(box, q, bank) {
   sol.hidden = true;
   form.append(label, input, ok, again);
   box.append(prompt, form, fb, sol, stat);
-  const status = () => { const r = rec()[q.id]; stat.textContent = r ? `本题已尝试 ${r.n} 次,做对 ${r.ok} 次(只保存在本浏览器)` : ''; };
+  const status = () => { const r = rec()[q.id]; stat.textContent = r ? say(T, 'stat', r) : ''; };
   const render = () => {
     params = generate(q, seed);
-    prompt.textContent = fill(q.prompt, q, params, {}) + (seed ? `(第 ${seed} 组数)` : '(书中的数)');
-    sol.replaceChildren(el('strong', '', '解答:'), document.createTextNode(fill(q.solution, q, params, values(q, params))));
+    prompt.textContent = fill(q.prompt, q, params, {}) + say(T, seed ? 'drawn' : 'book', { seed });
+    sol.replaceChildren(el('strong', '', T.solution), document.createTextNode(fill(q.solution, q, params, values(q, params))));
     sol.hidden = !tried; fb.textContent = ''; fb.className = 'pb-q-fb'; status();
   };
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const r = check(q, params, input.value, bank.mistakes);
+    const r = check(q, params, input.value, bank);
     fb.textContent = r.message; fb.className = `pb-q-fb pb-q-${r.status}`;
     if (r.status !== 'error') {
       const all = rec(), mine = all[q.id] || { n: 0, ok: 0 };
@@ -248,9 +243,9 @@ function mountBox(box, q, bank) {
 }
 
 function mountSummary(box, bank) {
-  const rec = load(store || memory), table = el('table', 'pb-q-summary');
+  const rec = load(store || memory), table = el('table', 'pb-q-summary'), T = bank.text;
   const head = el('tr');
-  for (const h of ['章节', '做对的题', '尝试次数']) head.append(el('th', '', h));
+  for (const h of T.head) head.append(el('th', '', h));
   table.append(head);
   for (const [ch, ids] of Object.entries(bank.index || {})) {
     const tr = el('tr'), done = ids.filter((i) => rec[i] && rec[i].ok > 0).length, n = ids.reduce((s, i) => s + (rec[i] ? rec[i].n : 0), 0);
