@@ -3,6 +3,10 @@
 #   make test   the whole test suite (what CI runs)
 #   make grade  grade a class of nbgrader submissions (autograde/README.md)
 VENV ?= .venv
+# Pages read (and executed) in parallel by the book build; pytest-xdist workers for the suite.
+PB_BUILD_JOBS ?= 4
+TEST_JOBS ?= 3
+export PB_BUILD_JOBS
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
@@ -13,12 +17,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh
 
 setup: $(VENV)/.installed
 
+# Incremental: only pages whose source or package files changed are executed again (README).
 book: $(VENV)/.installed
-	$(VENV)/bin/jupyter-book build . -W --keep-going
+	$(VENV)/bin/python -m parallel_budget.book.build . -W --keep-going
 	@echo "站点已构建:用浏览器打开 $(abspath _build/html/index.html)"
 
-test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest
+# The suite checks the site `make book` builds (built once, shared by every xdist worker).
+test: book
+	PB_SITE=$(abspath _build/html) $(VENV)/bin/python -m pytest -n $(TEST_JOBS)
 
 # Grade a class: make grade SUBMISSIONS=<folder or zip> [JOBS=N]  (autograde/README.md)
 grade: $(VENV)/.installed

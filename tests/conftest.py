@@ -1,7 +1,8 @@
-"""Shared fixtures: one book build per test session."""
+"""Shared fixtures: one book build per test session, shared by pytest-xdist workers."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -12,22 +13,43 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def build_book(out: Path, *, timeout: float = 900) -> Path:
+    """Build the book with -W into ``out`` (incrementally if it was built there before); return its html root.
+
+    A failed build removes its Sphinx environment, so the next build reads every page again and reports
+    the same warnings instead of passing on a half-updated environment.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-m", "parallel_budget.book.build", str(ROOT), "--path-output", str(out), "-W", "--keep-going"],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env=dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1"),
+    )
+    html = out / "_build" / "html"
+    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert (html / "index.html").exists()
+    return html
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
-    """Build the book once with -W into a temporary folder; return its html root.
+    """The built site's html root.
 
-    Set PB_SITE=<path to _build/html> to reuse a build made by `make book`.
+    `make test` builds the book once (incrementally, into _build/test) and sets PB_SITE to it; set
+    PB_SITE=<path to _build/html> yourself to reuse a build made by `make book`.  Without PB_SITE the
+    first xdist worker to get here builds into a folder all workers share, under a file lock.
     """
     given = os.environ.get("PB_SITE")
     if given:
         return Path(given)
-    out = tmp_path_factory.mktemp("book")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run(
-        [str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "--keep-going"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    html = out / "_build" / "html"
-    assert (html / "index.html").exists()
-    return html
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the base all workers of this run share
+    out = shared / "book"
+    with open(shared / "book.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, even if the build fails
+        done = out / "_build" / "html" / "index.html"
+        if done.exists() and (out / "built.ok").exists():
+            return done.parent
+        html = build_book(out)
+        (out / "built.ok").write_text("ok\n")
+        return html

@@ -53,3 +53,21 @@ def test_plan_js_is_a_classic_offline_script():
     text = (ASSETS / "calc" / "plan.js").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M)
     assert not re.search(r"https?://|\bfetch\(|XMLHttpRequest|WebSocket", text)
+
+
+def test_built_chapter_shows_the_package_numbers(built_site):
+    """Does the built chapter show, by {eval}, the search's winner, its step and memory, and both tables?"""
+    import parallel_budget as pb
+
+    html = (built_site / "book" / "plan-builder.html").read_text(encoding="utf-8")
+    shown = re.findall(r'<span class="output text_plain">([^<]*)</span>', html)
+    kw = dict(**pb.SHAPES["llama2-7b"], global_batch=32, recompute="selective", peak_flops=312e12, mfu=0.4)
+    r = pb.search_plans(devices=16, **kw)
+    best = r.best
+    for value in (pb.fmt(best.memory.total), pb.fmt(best.step, "s"), str(r.candidates), str(len(r)),
+                  pb.fmt(pb.plan_budget(**{**kw, "global_batch": 64}, params=7.5e9, dp=64, zero_stage=3).memory.states)):
+        assert value in shown, (value, shown)
+    assert html.count('class="pb-table"') == 2 and "论文 / 本课" in html
+    assert 'data-calc="plan"' in html and "calc/plan.js" in html and "calc/ui.js" not in html
+    record = (built_site / "book" / "plan-record.html").read_text(encoding="utf-8")
+    assert 'name="plan_numbers"' in record and "calc/plan.js" not in record

@@ -246,3 +246,11 @@ def test_both_releases_grade_the_same(tmp_path):
     html = (course.feedback / "gslips" / "lesson" / f"{notebook}.html").read_text(encoding="utf-8")
     assert "按 s 算是对的" in html and "反向传播" in html
     assert "checks.py" not in html and "_fail(" not in html and "raise CheckFailed" not in html
+
+
+def test_every_released_notebook_starts_with_how_to_get_the_package():
+    """Does the first cell of every released notebook say how to install the package offline (wheel) and from a clone?"""
+    for path in sorted((ROOT / "exercises" / "lesson").glob("*.ipynb")):
+        first = _text(_cells(path)[0])
+        assert "pip install parallel_budget-*.whl" in first and "pip install -e ." in first, path.name
+        assert "Restart Kernel and Run All Cells…" in first, path.name  # JupyterLab 4's menu name

@@ -63,7 +63,22 @@ def _note_package_dependencies(app, docname, source):
         app.env.note_dependency(str(path))
 
 
+# Extensions the book loads that do not declare parallel_read_safe, though they are: multitoc numbering
+# (always loaded by sphinx_external_toc) only replaces TocTreeCollector.assign_section_numbers, which
+# runs in the main process after reading; mathjax-offline only copies files at build-finished.
+PARALLEL_SAFE_UNDECLARED = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline")
+
+
+def _allow_parallel_reading(app):
+    """Let Sphinx read (and so execute) pages in parallel (``-j N``)."""
+    for name in PARALLEL_SAFE_UNDECLARED:
+        ext = app.extensions.get(name)
+        if ext is not None and ext.parallel_read_safe is None:
+            ext.parallel_read_safe = True
+
+
 def setup(app):
+    _allow_parallel_reading(app)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)

@@ -34,7 +34,7 @@ from .course import Course, load_config
 PRACTICE_TAG = "practice-check"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 PRACTICE_HEAD = (
-    "# 练习自测(不计分):运行评分时的同一组数值检查,打印“✔”或“✘”和可能的错误,不会中断 Run All。\n"
+    "# 练习自测(不计分):运行评分时的同一组检查,打印“✔”或“✘”和可能的错误,不会中断 Run All。\n"
     "# 正式评分版不含这个单元(教师发布时可关闭)。\n"
 )
 PRACTICE_NOTE = (

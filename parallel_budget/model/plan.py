@@ -36,6 +36,7 @@ owns its formula (see :mod:`.planterms`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import pint
 
@@ -87,7 +88,7 @@ class PlanMemory:
 class PlanBudget:
     """Memory, communication and step time of one plan (per device, one step)."""
 
-    settings: dict  # the validated inputs, SI floats (the calculator's and the report's source)
+    settings: MappingProxyType  # the validated inputs (read-only), SI floats, for the report
     dp: int
     tp: int
     pp: int
@@ -286,7 +287,7 @@ def _budget(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, c: dict) ->
     comm = tuple(Collective(name, what, group, ranks, lk, calls, Q_(sent, _B), Q_(t, _S), ov)
                  for name, what, group, ranks, lk, calls, sent, t, ov in c["comm"])
     return PlanBudget(
-        settings=s, dp=dp, tp=tp, pp=pp, zero_stage=stage, micro_batch=mb, microbatches=c["m"], params=s["params"],
+        settings=MappingProxyType(s), dp=dp, tp=tp, pp=pp, zero_stage=stage, micro_batch=mb, microbatches=c["m"], params=s["params"],
         memory=mem, comm=comm, compute=Q_(c["compute"], _S), ideal=Q_(c["ideal"], _S),
         hidden_comm=Q_(c["hidden_comm"], _S), exposed_comm=Q_(c["exposed_comm"], _S), bubble=Q_(c["bubble"], _S),
         step=Q_(c["step"], _S), tokens_per_s=Q_(c["tokens_per_s"], _PER_S), efficiency=c["efficiency"],
@@ -355,24 +356,7 @@ class PlanSearch:
         return self.plans[0] if self.plans else None
 
 
-def divisors(n: int) -> list:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def splits(s: dict, devices: int):
-    """Every possible (dp, tp, pp, zero_stage, micro_batch) of ``devices`` for these settings."""
-    for tp in divisors(devices):
-        if s["heads"] % tp:
-            continue
-        for pp in divisors(devices // tp):
-            if s["layers"] % pp:
-                continue
-            dp = devices // (tp * pp)
-            if s["global_batch"] % dp:
-                continue
-            for mb in divisors(s["global_batch"] // dp):
-                for stage in (0, 1, 2, 3) if dp > 1 else (0,):
-                    yield dp, tp, pp, stage, mb
+splits = T.splits  # every possible split of a device count (planterms)
 
 
 def search_plans(*, devices, **kw) -> PlanSearch:
@@ -389,7 +373,7 @@ def search_plans(*, devices, **kw) -> PlanSearch:
             raise ValueError(f"search_plans() 自己枚举 {k},不要传入它;其余参数与 plan_budget() 相同。")
     s = settings(**kw, func="search_plans")
     found, count = [], 0
-    for split in splits(s, n):
+    for split in T.splits(s, n):
         count += 1
         c = _core(s, *split)
         if c["fits"]:

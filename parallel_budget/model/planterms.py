@@ -127,6 +127,26 @@ def train_flops(params: float, tokens: float, layers: int, seq: int, hidden: int
     return model, model + extra
 
 
+def divisors(n: int) -> list:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def splits(s: dict, devices: int):
+    """Every possible (dp, tp, pp, zero_stage, micro_batch) of ``devices`` for these settings."""
+    for tp in divisors(devices):
+        if s["heads"] % tp:
+            continue
+        for pp in divisors(devices // tp):
+            if s["layers"] % pp:
+                continue
+            dp = devices // (tp * pp)
+            if s["global_batch"] % dp:
+                continue
+            for mb in divisors(s["global_batch"] // dp):
+                for stage in (0, 1, 2, 3) if dp > 1 else (0,):
+                    yield dp, tp, pp, stage, mb
+
+
 def cache_clear() -> None:
     """Forget cached package calls (benchmarks measure a cold search with it)."""
     for f in (zero_state, zero_collectives, in_flight, bubble_over_ideal, tp_send, activations,

@@ -184,7 +184,7 @@ function evaluate(raw = {}, withSearch = false) {
 }
 
 // ---------------------------------------------------------------- view
-const B = (x) => fmtAuto(x, 'B'), T = (x) => fmtAuto(x, 's');
+const B = (x) => fmtAuto(x, 'B'), T = (x) => M.fmt(x, 's', Math.abs(x) >= 1 ? 's' : 'ms');  // like the chapter's t_
 const LINK = { intra: '节点内', inter: '跨节点' };
 const LABELS = {
   layers: '层数 L', hidden: '隐藏维度 h', heads: '注意力头数 a', seq: '序列长度 s', vocab: '词表大小', ffn: 'MLP 宽度',
@@ -277,7 +277,7 @@ function mount(el) {
     res.innerHTML = `<dl class="pb-out"><dt>每卡内存(状态 + 激活 + 临时)</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
       + `<dt>放得下吗</dt><dd data-out="fits">${o.fits ? '放得下' : '放不下'}</dd><dt>步时</dt><dd data-out="step">${T(o.step)}</dd>`
       + `<dt>计算 / 暴露的通信 / 气泡</dt><dd>${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}</dd>`
-      + `<dt>吞吐</dt><dd data-out="tokens">${trim(o.tokens_per_s)} 词元/s</dd><dt>效率</dt><dd data-out="efficiency">${pct(o.efficiency)}</dd></dl>`
+      + `<dt>吞吐</dt><dd data-out="tokens">${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s</dd><dt>效率</dt><dd data-out="efficiency">${pct(o.efficiency)}</dd></dl>`
       + memorySvg(o, r.s.device_memory) + timelineSvg(o)
       + '<table class="pb-table"><thead><tr><th>集合通信</th><th>组大小</th><th>链路</th><th>每卡每步发送</th><th>时间</th><th>可藏在反向后</th></tr></thead><tbody>'
       + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${c[2]}</td><td>${LINK[c[3]]}</td><td>${B(c[5])}</td><td>${T(c[6])}</td><td>${c[7] ? '是' : '否'}</td></tr>`).join('') || '<tr><td colspan="6">没有通信(单卡)</td></tr>')
@@ -312,7 +312,7 @@ function mount(el) {
       const o = last.out, m = o.memory, p = last.split;
       const numbers = [`DP=${p[0]},TP=${p[1]},PP=${p[2]},ZeRO-${p[3]},微批次 ${p[4]} × ${o.microbatches}`,
         `参数量 ${trim(o.params, 4)};每卡内存 ${B(m.total)}(状态 ${B(m.states)},激活 ${B(m.activations)},临时 ${B(m.temporary)})`,
-        `步时 ${T(o.step)}:计算 ${T(o.compute)},暴露的通信 ${T(o.exposed_comm)},气泡 ${T(o.bubble)};${trim(o.tokens_per_s)} 词元/s,效率 ${pct(o.efficiency)}`,
+        `步时 ${T(o.step)}:计算 ${T(o.compute)},暴露的通信 ${T(o.exposed_comm)},气泡 ${T(o.bubble)};${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s,效率 ${pct(o.efficiency)}`,
         ...o.comm.map((c) => `${c[0]}(${c[2]} 卡,${LINK[c[3]]}):每卡每步 ${B(c[5])},${T(c[6])}`)];
       const rec = { format: 'pb-plan', version: 1, saved: new Date().toISOString(), link: location.href, inputs: raw(), numbers,
         assumptions: ASSUME, verdict: o.codes.map((c) => sentence(c, o, last.s, p)), fits: o.fits };
