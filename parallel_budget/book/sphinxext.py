@@ -29,6 +29,9 @@ MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
 # The plan builder (a larger script) only where it is mounted, after model.js and before main.js.
 PLAN_JS = "calc/plan.js"
 KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
+# Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.
+PRACTICE = re.compile(r"""class=["']pb-practice""")
+PRACTICE_JS, PRACTICE_CSS = "calc/practice.js", "calc/practice.css"
 
 def _is_online_script(script) -> bool:
     text = str(getattr(script, "filename", "") or "") + str(getattr(script, "attributes", {}).get("body", ""))
@@ -44,6 +47,10 @@ def _drop_online_scripts(app, pagename, templatename, context, doctree):
 def _add_tools(app, pagename, templatename, context, doctree):
     """Load the calculators' module and stylesheet on pages that mount them."""
     body = context.get("body") or ""
+    if PRACTICE.search(body):
+        from ..questions import site  # the bank's data for the boxes this page mounts
+
+        context["body"] = body = site.embed(body)
     if MOUNT.search(body):
         app.add_css_file(CALC_CSS)
         scripts = CALC_JS
@@ -54,6 +61,11 @@ def _add_tools(app, pagename, templatename, context, doctree):
                        PLAN_JS, main)
         for js in scripts:
             app.add_js_file(js, defer="defer")
+    if PRACTICE.search(body):
+        if not MOUNT.search(body):
+            app.add_js_file(CALC_JS[0], defer="defer")
+        app.add_css_file(PRACTICE_CSS)
+        app.add_js_file(PRACTICE_JS, defer="defer")
 
 
 def _note_package_dependencies(app, docname, source):

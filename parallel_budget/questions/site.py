@@ -62,7 +62,8 @@ def label(q) -> str:
     """The answer box's label: what is accepted, as the grader accepts it."""
     unit = answer_unit(q)
     if unit:
-        return f"你的答案 {q.answer}(纯数字按 {unit} 理解;也可带单位,如 “1500 MB”“0.2 s”)"
+        example = {"GB": "“1500 MB”", "MB": "“0.5 GB”", "ms": "“0.2 s”"}.get(unit, f"“1.5 {unit}”")
+        return f"你的答案 {q.answer}(纯数字按 {unit} 理解;也可带单位,如 {example})"
     return {"fraction": f"你的答案 {q.answer}(小数或百分数,如 0.455 或 45.5%)",
             "int": f"你的答案 {q.answer}(整数;都不行时写 None)"}.get(q.kind, f"你的答案 {q.answer}(纯数字)")
 

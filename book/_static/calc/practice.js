@@ -1,19 +1,16 @@
-// Practice boxes: the question bank (parallel_budget/questions) answered in the page.
-// Twins of parallel_budget.questions.core (seeded draw, templates), of grading.answers (reading
-// a typed answer) and of grading.diagnose/checks (expected value, named mistakes, feedback),
-// held to Python by tests/vectors/questions.json. The course text (prompts, solutions, the
-// mistake sentences) comes from the page's <script id="pb-bank">; nothing is sent anywhere,
-// progress stays in localStorage.
+// Practice boxes: parallel_budget/questions answered in the page. Twins of questions.core
+// (seeded draw, templates), grading.answers (reading) and grading.diagnose/checks (expected,
+// named mistakes, feedback), held to Python by tests/vectors/questions.json. All course text
+// comes from the page's <script id="pb-bank">. Nothing is sent; progress stays in localStorage.
 (function (root) {
 'use strict';
 const M = root.PBModel || (typeof require === 'function' ? require('./model.js') : null);
 const KEY = 'pb-practice', SEED_MAX = 999999;
-const KIND_UNITS = { bytes: 'B', time: 's', bandwidth: 'B/s' };
 const SUFFIX = { GB: ['bytes', 'GB'], MB: ['bytes', 'MB'], B: ['bytes', 'B'], GBps: ['bandwidth', 'GB/s'], ms: ['time', 'ms'], s: ['time', 's'] };
 const SLIP = { time: ['s', 'ms', 'us', 'min'], bytes: ['B', 'kB', 'MB', 'GB', 'TB', 'GiB'], bandwidth: ['B/s', 'MB/s', 'GB/s', 'Gb/s'] };
 const NUMBER = /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/;
 
-// ------------------------------------------------------------ seeded draw (core.Rng)
+// == seeded draw (core.Rng)
 function rng(seed) {
   let a = seed >>> 0;
   const next = () => {
@@ -41,7 +38,7 @@ function generate(q, seed) {
   return out;
 }
 
-// ------------------------------------------------------------ units and text
+// == units and text
 const factor = (u) => M.parseQuantity(`1 ${u}`, u.endsWith('/s') ? 'bandwidth' : /^(s|ms|us|min)$/.test(u) ? 'time' : 'bytes');
 const show = (v, u) => v === null ? 'None' : u === '%' ? `${M.trim(100 * v, 4)}%` : !u ? M.trim(v, 4) : `${M.trim(v / factor(u), 4)} ${u}`;
 const paramText = (p, v) => (Array.isArray(v) ? v.map(String).join('、') : String(v)) + (p[3] ? ` ${p[3]}` : '');
@@ -49,7 +46,7 @@ function fill(t, q, params, values) {
   return t.replace(/\{(\w+)(?:\|([^}]*))?\}/g, (_, k, u) => u === undefined ? paramText(q.params.find((p) => p[0] === k), params[k]) : show(values[k], u));
 }
 
-// ------------------------------------------------------------ builders (diagnose twins), SI units
+// == builders (diagnose twins), SI units
 const GiB = 2 ** 30;
 const gib = (x) => x / GiB * 1e9;
 const ex = (value, unit, mistakes, tol = 0.01) => ({ value, unit, mistakes, tol });
@@ -118,17 +115,16 @@ function values(q, params) {
   return out;
 }
 
-// ------------------------------------------------------------ reading and checking (answers/checks twins)
+// == reading and checking (answers/checks twins)
 const close = (a, b, tol) => Math.abs(a - b) <= Math.max(tol * Math.max(Math.abs(a), Math.abs(b)), 1e-12);
-const repr = (t) => t.includes("'") && !t.includes('"') ? `"${t}"` : `'${t.replace(/'/g, "\\'")}'`;
+const repr = (t) => `'${t}'`;
 // A sentence of the page's bank (site.TEXT), {key} filled from vars.
 const say = (T, k, v) => T[k].replace(/\{(\w+)\}/g, (_, n) => v[n]);
-class AnswerError extends Error {}
 
 // The typed text as the grader reads it: [value in SI units or a plain number, bare number or null].
 function read(q, text, T) {
   const t = String(text).trim(), name = q.answer, bare = NUMBER.test(t) ? Number(t) : null, v = { name, text: repr(t), t };
-  const fail = (k, more) => { throw new AnswerError(say(T, k, Object.assign(v, more))); };
+  const fail = (k, more) => { throw new Error(say(T, k, Object.assign(v, more))); };
   if (q.kind === 'int') {
     if (/^(none|无)$/i.test(t)) return [null, null];
     if (/^[+-]?\d+$/.test(t)) return [Number(t), null];
@@ -174,7 +170,7 @@ function check(q, params, text, bank) {
   return r('wrong', 'wrong', { shown, tol: `${Math.round(e.tol * 100)}%` });
 }
 
-// ------------------------------------------------------------ progress in localStorage (never sent)
+// == progress in localStorage (never sent)
 function load(store) {
   try {
     const d = JSON.parse(store.getItem(KEY) || '{}');
@@ -189,7 +185,7 @@ function load(store) {
 }
 function save(store, rec) { try { store.setItem(KEY, JSON.stringify({ v: 1, q: rec })); } catch (e) { /* storage off or full: progress is only not kept */ } }
 
-// ------------------------------------------------------------ the page
+// == the page
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls; if (text !== undefined) n.textContent = text; return n; };
 const urlSeed = (id) => { const s = Number(new URLSearchParams(location.search).get(`p-${id}`)); return Number.isInteger(s) && s > 0 && s <= SEED_MAX ? s : 0; };
 function setUrlSeed(id, seed) {
@@ -202,21 +198,12 @@ try { store = root.localStorage; } catch (e) { store = null; }
 const memory = { getItem: () => null, setItem() {} };
 
 function mountBox(box, q, bank) {
-  const rec = () => load(store || memory), T = bank.text;
+  const rec = () => load(store || memory), T = bank.text, id = `pb-q-${q.id.replace(/\W/g, '-')}`;
   let seed = urlSeed(q.id), params, tried = false;
-  const n = q.id.replace(/\W/g, '-');
-  box.replaceChildren();
-  box.append(el('p', 'pb-q-src', say(T, 'source', q)));
-  const prompt = el('p', 'pb-q-prompt'), form = el('form', 'pb-q-form'), fb = el('p', 'pb-q-fb'), sol = el('div', 'pb-q-sol'), stat = el('p', 'pb-q-stat');
-  const label = el('label', '', q.label);
-  const input = el('input'), ok = el('button', '', T.check), again = el('button', 'pb-q-new', T.again);
-  label.htmlFor = input.id = `pb-q-${n}`;
-  input.type = 'text'; input.autocomplete = 'off'; input.spellcheck = false;
-  ok.type = 'submit'; again.type = 'button';
-  fb.setAttribute('role', 'status'); fb.setAttribute('aria-live', 'polite');
-  sol.hidden = true;
-  form.append(label, input, ok, again);
-  box.append(prompt, form, fb, sol, stat);
+  box.innerHTML = `<p class="pb-q-src"></p><p></p><form class="pb-q-form"><label for="${id}"></label><input id="${id}" type="text" autocomplete="off" spellcheck="false">
+<button type="submit"></button> <button type="button" class="pb-q-new"></button></form><p class="pb-q-fb" role="status" aria-live="polite"></p><div class="pb-q-sol" hidden></div><p class="pb-q-stat"></p>`;
+  const [src, prompt, form, fb, sol, stat] = box.children, [label, input, ok, again] = form.children;
+  src.textContent = say(T, 'source', q); label.textContent = q.label; ok.textContent = T.check; again.textContent = T.again;
   const status = () => { const r = rec()[q.id]; stat.textContent = r ? say(T, 'stat', r) : ''; };
   const render = () => {
     params = generate(q, seed);
@@ -243,9 +230,8 @@ function mountBox(box, q, bank) {
 }
 
 function mountSummary(box, bank) {
-  const rec = load(store || memory), table = el('table', 'pb-q-summary'), T = bank.text;
-  const head = el('tr');
-  for (const h of T.head) head.append(el('th', '', h));
+  const rec = load(store || memory), table = el('table', 'pb-q-summary'), head = el('tr');
+  for (const h of bank.text.head) head.append(el('th', '', h));
   table.append(head);
   for (const [ch, ids] of Object.entries(bank.index || {})) {
     const tr = el('tr'), done = ids.filter((i) => rec[i] && rec[i].ok > 0).length, n = ids.reduce((s, i) => s + (rec[i] ? rec[i].n : 0), 0);
@@ -266,5 +252,5 @@ function mountAll() {
 
 const api = { rng, generate, fill, expected, values, read, check, load, mountAll };
 if (typeof module === 'object' && module.exports) module.exports = api;
-else root.PBPractice = api;
+else { root.PBPractice = api; mountAll(); }
 })(typeof globalThis !== 'undefined' ? globalThis : this);
