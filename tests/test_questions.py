@@ -114,6 +114,20 @@ def test_draws_stay_in_range_and_the_right_answer_passes(qid):
     assert q.generate(0) == q.defaults()
 
 
+HAN = "\u4e00-\u9fff"
+ASCII_NEXT_TO_HAN = re.compile(rf"[{HAN}][,;:?!()]|[,;:?!()][{HAN}]")
+
+
+@pytest.mark.parametrize("qid", sorted(questions.QUESTIONS))
+def test_prompts_and_solutions_use_full_width_punctuation(qid):
+    """Does the bank's own Chinese text (prompt, solution, label) keep ASCII , ; : ? ! ( ) away from Chinese characters?"""
+    q = questions.get(qid)
+    for seed in (0, 1, 2, 3):
+        params = q.generate(seed)
+        for text in (q.prompt(params), q.solution(params), site.label(q), q.hint):
+            assert not ASCII_NEXT_TO_HAN.search(text), text
+
+
 def test_messages_come_from_the_grader():
     """Is a named mistake's feedback in the page data worded as diagnose.MISTAKES, and is the bank JSON escaped?"""
     q = questions.get("ring.ex1_send")

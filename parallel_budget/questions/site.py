@@ -50,10 +50,10 @@ TEXT = {
     "source": "练习 · {source}",
     "check": "检查",
     "again": "换一组数",
-    "stat": "本题已尝试 {n} 次,做对 {ok} 次(只保存在本浏览器)",
-    "drawn": "(第 {seed} 组数)",
-    "book": "(书中的数)",
-    "solution": "解答:",
+    "stat": "本题已尝试 {n} 次，做对 {ok} 次（只保存在本浏览器）",
+    "drawn": "（第 {seed} 组数）",
+    "book": "（书中的数）",
+    "solution": "解答：",
     "head": ["章节", "做对的题", "尝试次数"],
 }
 
@@ -63,9 +63,9 @@ def label(q) -> str:
     unit = answer_unit(q)
     if unit:
         example = {"GB": "“1500 MB”", "MB": "“0.5 GB”", "ms": "“0.2 s”"}.get(unit, f"“1.5 {unit}”")
-        return f"你的答案 {q.answer}(纯数字按 {unit} 理解;也可带单位,如 {example})"
-    return {"fraction": f"你的答案 {q.answer}(小数或百分数,如 0.455 或 45.5%)",
-            "int": f"你的答案 {q.answer}(整数;都不行时写 None)"}.get(q.kind, f"你的答案 {q.answer}(纯数字)")
+        return f"你的答案 {q.answer}（纯数字按 {unit} 理解；也可带单位，如 {example}）"
+    return {"fraction": f"你的答案 {q.answer}（小数或百分数，如 0.455 或 45.5%）",
+            "int": f"你的答案 {q.answer}（整数；都不行时写 None）"}.get(q.kind, f"你的答案 {q.answer}（纯数字）")
 
 
 def question_data(q) -> dict:
@@ -110,5 +110,5 @@ def embed(body: str) -> str:
         return body
     unknown = [i for i in ids if i not in QUESTIONS]
     if unknown:
-        raise ValueError(f"练习框引用了题库里没有的题目:{', '.join(unknown)}。已有:{', '.join(QUESTIONS)}")
+        raise ValueError(f"练习框引用了题库里没有的题目：{', '.join(unknown)}。已有：{', '.join(QUESTIONS)}")
     return body + f'<script type="application/json" id="pb-bank">{bank_json(ids, summary)}</script>'
