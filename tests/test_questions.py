@@ -145,3 +145,47 @@ def test_messages_come_from_the_grader():
 def test_vectors_are_fresh():
     """Is tests/vectors/questions.json what `python -m parallel_budget.questions.vectors` writes now?"""
     assert vectors.PATH.read_text(encoding="utf-8") == vectors.text(), "stale: run python -m parallel_budget.questions.vectors"
+
+
+# The chapters' "检查自己" answers ({eval} names of the hidden first cell) and how each is shown.
+CHAPTER_ANSWERS = [
+    ("two-rank-update", "ch1_q3_w", "update.check_weight", lambda v: f"{v:.3g}"),
+    ("ring-allreduce", "ch2_q1_send", "ring.check_send", lambda v: fmt(v)),
+    ("ring-allreduce", "ch2_q2_factor", "ring.check_factor", lambda v: f"{v:.4g}"),
+    ("ring-allreduce", "ch2_full_step", "ring.check_full_overlap", lambda v: fmt(v)),
+    ("zero-memory", "ch3_q1_stage", "zero.check_stage", lambda v: f"ZeRO-{v}"),
+    ("zero-memory", "ch3_q2_z1", "zero.check_z1", lambda v: fmt(v)),
+    ("zero-memory", "ch3_q2_z3", "zero.check_z3", lambda v: fmt(v)),
+    ("tp-pp", "ch4_q1_bubble", "tppp.check_bubble", lambda v: fmt_percent(v)),
+    ("tp-pp", "ch4_q2_tp1", "tppp.check_tp_step", lambda v: fmt(v)),
+]
+
+
+def fmt(v):
+    from parallel_budget import fmt as pb_fmt
+
+    return pb_fmt(v)
+
+
+def fmt_percent(v):
+    from parallel_budget import fmt_percent as pb_pct
+
+    return pb_pct(v)
+
+
+def first_cell_values(page: str) -> dict:
+    text = (ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")
+    code = re.search(r"```\{code-cell\}[^\n]*\n---\n.*?\n---\n(.*?)\n```", text, flags=re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, f"{page}.md", "exec"), scope)
+    return scope
+
+
+@pytest.mark.parametrize("page", sorted({c[0] for c in CHAPTER_ANSWERS}))
+def test_chapter_answers_equal_the_banks_default_answers(page):
+    """Does each "检查自己" dropdown show the answer the bank expects at the book's numbers (one question, one answer)?"""
+    scope = first_cell_values(page)
+    for _, name, qid, shown in (c for c in CHAPTER_ANSWERS if c[0] == page):
+        q = questions.get(qid)
+        e = q.expected(q.defaults())
+        assert str(scope[name]) == shown(e if q.kind == "int" else e.value), f"{page}: {name} vs {qid}"
