@@ -189,3 +189,36 @@ def test_chapter_answers_equal_the_banks_default_answers(page):
         q = questions.get(qid)
         e = q.expected(q.defaults())
         assert str(scope[name]) == shown(e if q.kind == "int" else e.value), f"{page}: {name} vs {qid}"
+
+
+class FakeApp:
+    def __init__(self):
+        self.files = []
+
+    def add_js_file(self, filename, **kwargs):
+        self.files.append(filename)
+
+    add_css_file = add_js_file
+
+
+def loaded(body: str):
+    from parallel_budget.book import sphinxext
+
+    app, context = FakeApp(), {"body": body}
+    sphinxext._add_tools(app, "p", "page.html", context, None)
+    return app.files, context["body"]
+
+
+def test_practice_assets_and_bank_only_where_mounted_and_within_budget():
+    """Does a page with a practice box get model.js before practice.js, its bank, and stay within 60 000 bytes of JS + CSS?"""
+    files, body = loaded('<div class="pb-practice" data-q="ring.ex1_send"></div>')
+    assert files.index("calc/model.js") < files.index("calc/practice.js") and "calc/practice.css" in files
+    assert 'id="pb-bank"' in body and "calc/ui.js" not in files
+    files, body = loaded('<div class="pb-calc" data-calc="ring"></div><div class="pb-practice" data-q="ring.nb02_step"></div>')
+    assert files.count("calc/model.js") == 1 and files.index("calc/model.js") < files.index("calc/practice.js")
+    assets = ROOT / "book" / "_static"
+    assert sum((assets / f).stat().st_size for f in files) <= 60_000
+    files, body = loaded('<div class="pb-record"></div><div class="pb-practice-summary"></div>')
+    assert "calc/practice.js" in files and '"index"' in body
+    files, body = loaded("<p>nothing to practise</p>")
+    assert "calc/practice.js" not in files and "pb-bank" not in body

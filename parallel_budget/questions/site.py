@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..grading.answers import unit_of
 from ..grading.checks import RECEIPT
-from ..grading.diagnose import MISTAKES
+from ..grading.diagnose import MISTAKES, SLIP_UNITS
 from . import CHAPTERS, QUESTIONS
 from .core import answer_unit
 
@@ -74,7 +74,7 @@ def question_data(q) -> dict:
     kind = q.kind or (spec[0] if spec else "number")
     return {
         "id": q.id, "chapter": q.chapter, "source": q.source, "answer": q.answer, "kind": kind,
-        "unit": answer_unit(q), "builder": q.builder, "fixed": q.fixed, "hint": q.hint,
+        "unit": answer_unit(q), "slip": list(SLIP_UNITS.get(kind, ())), "builder": q.builder, "fixed": q.fixed, "hint": q.hint,
         "params": [[p.name, p.default, p.options, p.unit] for p in q.params],
         "prompt": q.prompt_text, "solution": q.solution_text, "label": label(q),
     }

@@ -6,8 +6,6 @@
 'use strict';
 const M = root.PBModel || (typeof require === 'function' ? require('./model.js') : null);
 const KEY = 'pb-practice', SEED_MAX = 999999;
-const SUFFIX = { GB: ['bytes', 'GB'], MB: ['bytes', 'MB'], B: ['bytes', 'B'], GBps: ['bandwidth', 'GB/s'], ms: ['time', 'ms'], s: ['time', 's'] };
-const SLIP = { time: ['s', 'ms', 'us', 'min'], bytes: ['B', 'kB', 'MB', 'GB', 'TB', 'GiB'], bandwidth: ['B/s', 'MB/s', 'GB/s', 'Gb/s'] };
 const NUMBER = /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/;
 
 // == seeded draw (core.Rng)
@@ -117,13 +115,12 @@ function values(q, params) {
 
 // == reading and checking (answers/checks twins)
 const close = (a, b, tol) => Math.abs(a - b) <= Math.max(tol * Math.max(Math.abs(a), Math.abs(b)), 1e-12);
-const repr = (t) => `'${t}'`;
 // A sentence of the page's bank (site.TEXT), {key} filled from vars.
 const say = (T, k, v) => T[k].replace(/\{(\w+)\}/g, (_, n) => v[n]);
 
 // The typed text as the grader reads it: [value in SI units or a plain number, bare number or null].
 function read(q, text, T) {
-  const t = String(text).trim(), name = q.answer, bare = NUMBER.test(t) ? Number(t) : null, v = { name, text: repr(t), t };
+  const t = String(text).trim(), name = q.answer, bare = NUMBER.test(t) ? Number(t) : null, v = { name, text: `'${t}'`, t };
   const fail = (k, more) => { throw new Error(say(T, k, Object.assign(v, more))); };
   if (q.kind === 'int') {
     if (/^(none|无)$/i.test(t)) return [null, null];
@@ -138,9 +135,9 @@ function read(q, text, T) {
     if (frac && (x < 0 || x > 1)) fail(x > 1 && x <= 100 && !pc ? 'percent' : 'range', { share: M.trim(x / 100, 4) });
     return [x, null];
   }
-  const [kind, unit] = SUFFIX[name.split('_').pop()];
+  const unit = q.unit;
   let x;
-  try { x = bare !== null ? bare * factor(unit) : M.parseQuantity(t, kind); } catch (e) { fail('quantity', { why: e.message, unit }); }
+  try { x = bare !== null ? bare * factor(unit) : M.parseQuantity(t, q.kind); } catch (e) { fail('quantity', { why: e.message, unit }); }
   if (!Number.isFinite(x)) fail('finite');
   if (x < 0) fail('quantity', { why: say(T, 'negative', v), unit });
   return [x, bare];
@@ -161,7 +158,7 @@ function check(q, params, text, bank) {
   if (keys.length) return r('mistake', 'mistake', { shown, why: why.join(T.or) }, keys);
   const suffix = name.split('_').pop();
   if (bare !== null && q.unit) {
-    for (const alt of SLIP[SUFFIX[suffix][0]]) {
+    for (const alt of q.slip) {
       if (alt !== q.unit && close(bare * factor(alt), e.value, e.tol)) {
         return r('slip', 'slip', { shown, alt, suffix, unit: q.unit, right: show(e.value, q.unit).split(' ')[0], bare: M.trim(bare, 6) }, [alt]);
       }
