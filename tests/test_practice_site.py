@@ -162,3 +162,18 @@ def test_corrupted_storage_never_breaks_a_page(tab, junk):
     assert "✔ 检查通过" in submit(page, qid, f"{core.magnitude(q.expected(q.defaults()).value):.6g}")
     stored = json.loads(page.evaluate("localStorage.getItem('pb-practice')"))
     assert stored["q"][qid]["ok"] >= 1
+
+
+def test_practice_works_from_a_file_url(browser, built_site):  # noqa: F811
+    """Opened straight from disk (file://), does a practice box check an answer and name a mistake?"""
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto((built_site.resolve() / "book" / "exercises.html").as_uri())
+        page.wait_for_load_state("load")
+        assert "✔ 检查通过" in submit(page, "ring.ex2_bound", "140 ms")
+        assert MISTAKES["total"] in submit(page, "ring.ex2_bound", "1120")
+        assert not errors, errors
+    finally:
+        page.close()
