@@ -12,7 +12,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test setup clean grade
 
-$(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh
+$(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh scripts/jupyterlab-overrides.json
 	VENV=$(VENV) bash scripts/setup.sh
 
 setup: $(VENV)/.installed
@@ -24,7 +24,7 @@ book: $(VENV)/.installed
 
 # The suite checks the site `make book` builds (built once, shared by every xdist worker).
 test: book
-	PB_SITE=$(abspath _build/html) $(VENV)/bin/python -m pytest -n $(TEST_JOBS)
+	PB_SITE=$(abspath _build/html) $(VENV)/bin/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 # Grade a class: make grade SUBMISSIONS=<folder or zip> [JOBS=N]  (autograde/README.md)
 grade: $(VENV)/.installed

@@ -32,4 +32,17 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "setup: installing requirements.txt into $VENV"
 "$VENV/bin/pip" install -q -r requirements.txt
+# JupyterLab settings shipped inside the venv (nothing in $HOME): a double-click opens a chapter
+# (MyST .md) as a notebook through jupytext, and JupyterLab fetches no news and checks no updates.
+"$VENV/bin/python" - "$VENV" scripts/jupyterlab-overrides.json <<'PY'
+import json, sys
+from pathlib import Path
+target = Path(sys.argv[1]) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+ours = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))
+merged = json.loads(target.read_text(encoding="utf-8")) if target.exists() else {}
+for plugin, values in ours.items():
+    merged.setdefault(plugin, {}).update(values)
+target.parent.mkdir(parents=True, exist_ok=True)
+target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+PY
 touch "$VENV/.installed"

@@ -321,3 +321,14 @@ def test_built_chapters_have_figures_dropdowns_and_no_dead_widget(built_site, pa
     assert "widget-view" not in html and "@jupyter-widgets/html-manager" not in html
     for kind in CALCS[page]:
         assert f'data-calc="{kind}"' in html
+
+
+@pytest.mark.parametrize("page", PAGES + ["calculators"])
+def test_pages_read_in_jupyterlab(page):
+    """Is nothing on the page that jupyterlab-myst shows as raw text: a calculator mount inside a {raw} html
+    block (a plain HTML block renders on the site and stays invisible in JupyterLab), and does every
+    sentence about the outputs below say they are the site's (a .md opened in JupyterLab has none yet)?"""
+    text = source(page)
+    assert not re.search(r"```\{raw\} html\n<div class=\"pb-calc\"", text), f"{page}: pb-calc mount in a raw block"
+    for sentence in re.findall(r"[^。\n]*下面的输出[^。\n]*。", prose(text)):
+        assert "网站" in sentence and "JupyterLab" in sentence, f"{page}: {sentence!r} promises outputs JupyterLab lacks"

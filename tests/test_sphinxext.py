@@ -59,3 +59,29 @@ def test_scripts_are_classic_so_file_urls_work():
     for js in sphinxext.CALC_JS:
         text = (ASSETS.parent / js).read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M), js
+
+
+def test_parallel_reading_is_allowed_for_the_undeclared_but_safe_extensions():
+    """Are the two extensions that do not declare parallel_read_safe marked safe, and nothing else touched?"""
+    from types import SimpleNamespace
+
+    exts = {name: SimpleNamespace(parallel_read_safe=None) for name in sphinxext.PARALLEL_SAFE_UNDECLARED}
+    exts["some_other_ext"] = SimpleNamespace(parallel_read_safe=None)
+    exts["declared_unsafe"] = SimpleNamespace(parallel_read_safe=False)
+    sphinxext._allow_parallel_reading(SimpleNamespace(extensions=exts))
+    assert all(exts[n].parallel_read_safe is True for n in sphinxext.PARALLEL_SAFE_UNDECLARED)
+    assert exts["some_other_ext"].parallel_read_safe is None and exts["declared_unsafe"].parallel_read_safe is False
+
+
+def test_a_page_that_imports_the_package_notes_its_files_as_dependencies():
+    """Does source-read note the package files a page imports, and nothing for a page that imports none?"""
+    from types import SimpleNamespace
+
+    noted = []
+    env = SimpleNamespace(docname="book/p", note_dependency=noted.append)
+    app = SimpleNamespace(env=env)
+    sphinxext._note_package_dependencies(app, "book/p", ["```{code-cell} ipython3\nimport parallel_budget as pb\n```\n"])
+    assert any(n.endswith("model/units.py") for n in noted) and not any("/grading/" in n for n in noted)
+    noted.clear()
+    sphinxext._note_package_dependencies(app, "book/p", ["# 只有文字\n"])
+    assert noted == []

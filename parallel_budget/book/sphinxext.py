@@ -14,13 +14,21 @@ Never stale (issue 16): every page that imports the package depends, through
 Sphinx's ``env.note_dependency``, on the package files it needs
 (:mod:`.builddeps`), so editing a formula re-reads, and so re-executes, exactly
 the pages that import it; a prose edit re-executes only its own page.
+
+A downloaded notebook runs (issue 13): after a successful HTML build the site gets
+``downloads/parallel_budget-<version>-py3-none-any.whl`` (:mod:`.wheel`).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from . import builddeps
+from sphinx.util import logging
+
+from . import builddeps, wheel
+
+logger = logging.getLogger(__name__)
 
 # Deferred classic scripts run in this order: model, then the views, then main mounts them.
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
@@ -89,8 +97,22 @@ def _allow_parallel_reading(app):
             ext.parallel_read_safe = True
 
 
+def _ship_wheel(app, exception):
+    """Put the course package's wheel in the site's downloads/ folder (a downloaded notebook needs it)."""
+    repo = Path(app.srcdir)
+    if exception is not None or app.builder.format != "html" or not (repo / "pyproject.toml").is_file():
+        return
+    try:
+        path = wheel.build_wheel(repo, Path(app.outdir) / wheel.FOLDER)
+    except (RuntimeError, OSError, ValueError) as exc:
+        logger.warning(str(exc))
+    else:
+        logger.info(f"course package wheel: {path}")
+
+
 def setup(app):
     _allow_parallel_reading(app)
+    app.connect("build-finished", _ship_wheel)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
