@@ -43,7 +43,7 @@ def lesson_figures():
         "timeline": (figures.step_timeline_figure(plain, overlap), [f"步时 {fmt(plain.step)}", f"步时 {fmt(overlap.step)}"]),
         "zero": (figures.zero_bars_figure(table, "8 GB"), [fmt(r.total) for r in table] + ["10 亿"]),
         "gantt": (figures.pipeline_gantt_figure(sched), [fmt(sched.makespan), pb.fmt_percent(sched.idle_fraction)]),
-        "hang": (figures.hang_sequence_figure(hang), ["已退出", "hang"]),
+        "hang": (figures.hang_sequence_figure(hang), ["已退出", "挂起"]),
     }
 
 

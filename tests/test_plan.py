@@ -235,3 +235,36 @@ def test_search_refuses_split_keywords():
     """Does search_plans refuse a dp it is meant to enumerate, in Chinese?"""
     with pytest.raises(ValueError, match="search_plans\\(\\) 自己枚举 dp"):
         pb.search_plans(devices=16, dp=4, **BASE)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+SPLITS = [x for x in P.splits(P.settings(**BASE), 16)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(SPLITS), st.sampled_from(["none", "selective", "full"]), st.sampled_from(["1f1b", "gpipe"]),
+       st.floats(0, 1), st.sampled_from(["25 GB/s", "200 Gb/s", "5 GB/s"]))
+def test_budget_invariants(split, recompute, schedule, overlap, inter_bw):
+    """For any split: hidden ≤ overlap·DP traffic and ≤ the backward window, step ≥ compute ≥ ideal, parts add up?"""
+    dp, tp, pp, stage, mb = split
+    b = pb.plan_budget(**{**BASE, "recompute": recompute, "schedule": schedule, "overlap": overlap, "inter_bw": inter_bw},
+                       dp=dp, tp=tp, pp=pp, zero_stage=stage, micro_batch=mb)
+    dp_time = sum(c.time.magnitude for c in b.comm if c.overlappable)
+    window = b.compute.magnitude * (1 if stage == 3 else 1 / b.microbatches) * pb.BACKWARD_SHARE
+    assert b.hidden_comm.magnitude <= overlap * dp_time * (1 + 1e-12) + 1e-15
+    assert b.hidden_comm.magnitude <= window * (1 + 1e-12)
+    assert b.step >= b.compute >= b.ideal
+    m = b.memory
+    assert m.total.magnitude == pytest.approx((m.states + m.activations + m.temporary).magnitude)
+    assert m.states.magnitude == pytest.approx((m.param_state + m.grad_state + m.optim_state).magnitude)
+    assert b.fits == (m.total.magnitude <= 80e9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([s for s in SPLITS if s[0] > 1 and s[3] == 0]))
+def test_zero_stages_never_add_state(split):
+    """Does each higher ZeRO stage keep or shrink the resident states, for the same split?"""
+    dp, tp, pp, _, mb = split
+    states = [pb.plan_budget(**BASE, dp=dp, tp=tp, pp=pp, zero_stage=s, micro_batch=mb).memory.states for s in range(4)]
+    assert states == sorted(states, reverse=True)

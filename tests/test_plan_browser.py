@@ -71,7 +71,7 @@ def test_defaults_show_the_package_numbers_and_draw_both_charts(tab):
     codes = page.eval_on_selector_all('[data-out="verdict"] li', "els => els.map(e => e.dataset.code)")
     assert codes == want["codes"]
     labels = page.eval_on_selector_all('.pb-calc[data-calc="plan"] svg', "els => els.map(e => e.getAttribute('aria-label'))")
-    assert len(labels) == 2 and labels[0].startswith("每卡内存") and labels[1].startswith("一步的时间线")
+    assert len(labels) == 2 and labels[0].startswith("每卡显存") and labels[1].startswith("一步的时间线")
     assert page.locator('.pb-calc[data-calc="plan"] svg rect').count() >= 10
     assert page.evaluate("typeof window.PBCalc") == "undefined", "ui.js loaded on a page without other calculators"
 
@@ -113,7 +113,7 @@ def test_search_lists_python_order_and_adopts_a_plan(tab):
     page.click('[data-act="search"]')
     page.wait_for_selector('[data-out="search"]')
     want = pv.evaluate({"devices": "64", "global_batch": "512"}, search=True)["out"]["search"]
-    assert f"试了 {want['candidates']} 种切分,放得下 {len(want['plans'])} 种" in out(page, "search")
+    assert f"试了 {want['candidates']} 种切分，放得下 {len(want['plans'])} 种" in out(page, "search")
     rows = page.eval_on_selector_all(".pb-search tbody tr", "rs => rs.map(r => [...r.cells].slice(0, 5).map(c => +c.textContent))")
     assert rows == [p[:5] for p in want["plans"][:10]]
     ms = float(page.get_attribute(".pb-search", "data-ms"))
@@ -167,5 +167,41 @@ def test_corrupted_plan_in_storage_is_refused(tab):
     page.wait_for_selector(".pb-record .pb-status")
     page.evaluate("localStorage.setItem('pb-plan-builder-v1', '{\"format\": \"pb-plan\", \"version\": 1, \"numbers\": 3}')")
     page.click('[data-act="plan"]')
-    assert "没有导入:方案的内容不完整" in page.inner_text(".pb-record .pb-status")
+    assert "没有导入：方案的内容不完整" in page.inner_text(".pb-record .pb-status")
     assert page.input_value("#pb-rec-plan_numbers") == ""
+
+
+def test_every_control_is_labelled_and_the_search_works_by_keyboard(tab):
+    """Has every input and select of the builder a label, and does Enter on the focused search button search?"""
+    page = builder(tab)
+    unlabelled = page.evaluate(
+        "() => [...document.querySelectorAll('.pb-calc[data-calc=\"plan\"] :is(input, select)')]"
+        ".filter(e => !document.querySelector(`label[for=\"${e.id}\"]`)).map(e => e.name)"
+    )
+    assert unlabelled == []
+    page.focus('[data-act="search"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('[data-out="search"]')
+    assert page.locator(".pb-search tbody tr").count() == 10
+
+
+def test_builder_and_record_import_work_from_file_urls(browser, built_site):
+    """Opened straight from disk (file://), does the builder compute and the record page import its plan?"""
+    ctx = browser.new_context()
+    offsite = []
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (offsite.append(r.request.url), r.abort()))
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto((built_site / "book" / "plan-builder.html").as_uri())
+        page.wait_for_selector('[data-out="step"]')
+        assert page.inner_text('[data-out="step"]') == t_(pv.evaluate({})["out"]["step"])
+        page.click('[data-act="send"]')
+        page.click('[data-out="sent"] a')
+        page.wait_for_selector(".pb-record .pb-status")
+        page.click('[data-act="plan"]')
+        page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")
+        assert not errors and not offsite, (errors, offsite)
+    finally:
+        ctx.close()

@@ -26,7 +26,7 @@ def test_panel_shows_the_package_numbers_and_follows_inputs():
 def test_bits_are_read_as_bits():
     """Does "200 Gb/s" give the same plan as "25 GB/s", and the verdict say so?"""
     p = plan_panel(inter_bw="200 Gb/s")
-    assert p.ok and "跨节点 25 GB/s(= 200 Gb/s)" in p.result.value
+    assert p.ok and "跨节点 25 GB/s（= 200 Gb/s）" in p.result.value
 
 
 @pytest.mark.parametrize("control, bad, word", [

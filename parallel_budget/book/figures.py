@@ -195,7 +195,7 @@ def zero_bars_figure(table, device_memory=None):
     ax.legend(frameon=False, fontsize=9, loc="upper right")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(f"{_count_zh(table[0].params)} 个参数,D = {table[0].dp}:不含激活、临时聚合与缓冲", fontsize=10.5)
+    ax.set_title(f"{_count_zh(table[0].params)} 个参数,D = {table[0].dp}:只画常驻的参数、梯度和优化器状态", fontsize=10.5)
     return _done(fig)
 
 
@@ -256,6 +256,6 @@ def hang_sequence_figure(check):
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    verdict = "从红线起全组互相等待(hang)" if check.hangs else "各 rank 次数与顺序一致"
+    verdict = "从红线起全组互相等待(挂起)" if check.hangs else "各 rank 次数与顺序一致"
     ax.set_title(f"每个 rank 依次进入的集体通信:{verdict}", fontsize=10.5)
     return _done(fig)

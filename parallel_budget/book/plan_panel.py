@@ -33,12 +33,12 @@ def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute,
     b = plan_budget(**kw, dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     m = b.memory
     rows = [
-        ("每卡内存:状态 + 激活 + 临时", f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.temporary)} = {fmt(m.total)}"),
+        ("每卡显存：状态 + 激活 + 临时", f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.temporary)} = {fmt(m.total)}"),
         ("放得下吗", "放得下" if b.fits else "放不下"),
-        ("步时:计算 / 暴露的通信 / 气泡", f"{_time(b.step)}:{_time(b.compute)} / {_time(b.exposed_comm)} / {_time(b.bubble)}"),
+        ("步时：计算 / 暴露的通信 / 气泡", f"{_time(b.step)}：{_time(b.compute)} / {_time(b.exposed_comm)} / {_time(b.bubble)}"),
         ("效率", fmt_percent(b.efficiency)),
     ]
-    rows += [(f"{c.name}({c.ranks} 卡,{'节点内' if c.link == 'intra' else '跨节点'})",
+    rows += [(f"{c.name}（{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
               f"每卡每步 {fmt(c.bytes)},{_time(c.time)}") for c in b.comm]
     rows += [(f"结论 {i}", v) for i, v in enumerate(b.verdict, 1)]
     return rows + search_rows(devices, **kw)
@@ -47,10 +47,10 @@ def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute,
 def search_rows(devices, top=5, **kw) -> list:
     """The ``top`` fastest fitting splits of ``devices`` as (label, text) rows."""
     r = search_plans(devices=devices, **kw)
-    rows = [(f"搜索 {devices} 张卡", f"试了 {r.candidates} 种切分,放得下 {len(r)} 种")]
+    rows = [(f"搜索 {devices} 张卡", f"试了 {r.candidates} 种切分，放得下 {len(r)} 种")]
     for i, p in enumerate(r.plans[:top], 1):
         rows.append((f"第 {i} 名", f"DP={p.dp} TP={p.tp} PP={p.pp} ZeRO-{p.zero_stage} 微批次 {p.micro_batch}:"
-                                   f"步时 {_time(p.step)},每卡 {fmt(p.memory.total)}"))
+                                   f"步时 {_time(p.step)}，每卡 {fmt(p.memory.total)}"))
     return rows
 
 
@@ -68,8 +68,8 @@ def plan_panel(shape="llama2-7b", global_batch=32, dp=16, tp=1, pp=1, zero_stage
         "recompute": dropdown(["none", "selective", "full"], recompute, "重算"),
         "schedule": dropdown(["1f1b", "gpipe"], schedule, "流水线调度"),
         "device_memory": _text(device_memory, "每卡显存"),
-        "intra_bw": _text(intra_bw, "节点内带宽"), "inter_bw": _text(inter_bw, "跨节点带宽(每卡)"),
+        "intra_bw": _text(intra_bw, "节点内带宽"), "inter_bw": _text(inter_bw, "跨节点带宽（每卡）"),
         "peak_flops": _float(peak_flops, "峰值 FLOP/s", step=1e12), "mfu": _float(mfu, "MFU", step=0.05),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
     }
-    return Panel("方案构建器:内存、通信与步时", controls, _render)
+    return Panel("方案构建器：显存、通信与步时", controls, _render)

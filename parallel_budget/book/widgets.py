@@ -147,7 +147,7 @@ def zero_panel(params="1e9", dp=4, device_memory="8 GB") -> Panel:
     controls = {
         "params": _text(params, "参数个数 P"),
         "dp": _int(dp, 1, 4096, "数据并行度 D"),
-        "device_memory": _text(device_memory, "每卡可用内存"),
+        "device_memory": _text(device_memory, "每卡可用显存"),
     }
     return Panel("ZeRO 每卡常驻模型状态", controls, _render_zero)
 

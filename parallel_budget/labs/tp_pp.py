@@ -32,7 +32,7 @@ TITLE = "实验 5:张量并行等于完整矩阵乘;流水线的空闲符合气�
 OPTIONS = {
     "hidden": Option(256, "张量并行的矩阵宽度(须能被 rank 数整除)", minimum=2, maximum=8192),
     "microbatches": Option(4, "流水线微批次数 m", minimum=1, maximum=64),
-    "stage_ms": Option(30.0, "每个阶段处理一个微批的计算时间(毫秒)", minimum=1.0, maximum=1000.0),
+    "stage_ms": Option(30.0, "每个阶段处理一个微批次的计算时间(毫秒)", minimum=1.0, maximum=1000.0),
     "work": Option("sleep", "阶段的“计算”", choices=("sleep", "matmul")),
 }
 TOL = 1e-4
@@ -128,7 +128,7 @@ def summarize(results, opts, ranks) -> Report:
     for s in range(ranks):
         rows.append(Row(
             f"流水线阶段 {s} 的空闲时间",
-            f"{sched.idle_per_stage[s] * 1e3:.3g} ms(pipeline_schedule,按实测每微批 {stage_times[s] * 1e3:.3g} ms)",
+            f"{sched.idle_per_stage[s] * 1e3:.3g} ms(pipeline_schedule,按实测每微批次 {stage_times[s] * 1e3:.3g} ms)",
             f"{idle[s] * 1e3:.3g} ms(忙 {busy[s] * 1e3:.3g} ms,总长 {makespan * 1e3:.3g} ms)",
             f"相差 {abs(idle[s] - sched.idle_per_stage[s]) * 1e3:.2g} ms", None,
         ))
@@ -141,10 +141,10 @@ def summarize(results, opts, ranks) -> Report:
     ))
     notes = (
         f"张量并行:{ranks} 个 rank 各持有 {opts['hidden']}×{opts['hidden']} 矩阵的 1/{ranks};行并行的部分和要靠 all-reduce 相加。",
-        f"流水线:{ranks} 个阶段、{m} 个微批,只做前向;每个阶段处理一个微批约 {opts['stage_ms']:g} ms"
+        f"流水线:{ranks} 个阶段、{m} 个微批次,只做前向;每个阶段处理一个微批次约 {opts['stage_ms']:g} ms"
         + ("(用 sleep 代表设备在算:核数比阶段少的笔记本跑不出真正并行的 CPU 计算)。" if opts["work"] == "sleep"
            else "(真实 CPU 矩阵乘;阶段数超过核数时会互相抢核)。"),
-        "空闲 = 总长 − 该阶段忙的时间:开头的阶段在排空时等,后面的阶段在填充时等;微批越多,气泡占比越小。",
+        "空闲 = 总长 − 该阶段忙的时间:开头的阶段在排空时等,后面的阶段在填充时等;微批次越多,气泡占比越小。",
         f"预测的总长为 {fmt(sched.makespan, 'ms', 3)};实测还包含 send/recv 与进程调度的开销。",
     )
     facts = {"tp": tp, "makespan": makespan, "idle": idle, "busy": busy,

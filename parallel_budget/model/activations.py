@@ -39,7 +39,7 @@ def _recompute(value, func: str) -> str:
     key = str(value).lower() if isinstance(value, str) else value
     if key not in RECOMPUTE:
         raise ValueError(
-            f"{func}() 的参数 recompute 只能是 \"none\"、\"selective\"、\"full\",收到 {value!r}。"
+            f"{func}() 的参数 recompute 只能是 \"none\"、\"selective\"、\"full\"，收到 {value!r}。"
             '例如 recompute="selective"'
         )
     return key
@@ -105,11 +105,11 @@ def activation_memory(seq, micro_batch, hidden, heads, tp=1, sequence_parallel=F
     a = as_count(heads, arg="heads", func=func)
     t = as_count(tp, arg="tp", func=func)
     if not isinstance(sequence_parallel, bool):
-        raise ValueError(f"{func}() 的参数 sequence_parallel 只能是 True 或 False,收到 {sequence_parallel!r}。")
+        raise ValueError(f"{func}() 的参数 sequence_parallel 只能是 True 或 False，收到 {sequence_parallel!r}。")
     r = _recompute(recompute, func)
     if h % a or a % t:
         raise ValueError(
-            f"{func}() 的参数 heads={a} 要整除 hidden={h},且能被 tp={t} 整除(每个 TP rank 分到整数个头)。"
+            f"{func}() 的参数 heads={a} 要整除 hidden={h}，且能被 tp={t} 整除（每个 TP rank 分到整数个头）。"
         )
     stored, working = layer_activation_bytes(s, b, h, a, t, sequence_parallel, r)
     return ActivationMemory(s, b, h, a, t, sequence_parallel, r, Q_(stored, "B"), Q_(working, "B"))

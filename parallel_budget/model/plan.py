@@ -36,6 +36,7 @@ owns its formula (see :mod:`.planterms`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 import pint
@@ -136,7 +137,7 @@ class PlanBudget:
 
 def _bool(value, arg: str, func: str) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{func}() 的参数 {arg} 只能是 True 或 False,收到 {value!r}。例如 {arg}=True")
+        raise ValueError(f"{func}() 的参数 {arg} 只能是 True 或 False，收到 {value!r}。例如 {arg}=True")
     return value
 
 
@@ -144,7 +145,7 @@ def _choice(value, arg: str, options, func: str) -> str:
     key = str(value).lower().replace("-", "") if isinstance(value, str) else value
     if key not in options:
         shown = "、".join(f'"{o}"' for o in options)
-        raise ValueError(f"{func}() 的参数 {arg} 只能是 {shown},收到 {value!r}。例如 {arg}=\"{options[-1]}\"")
+        raise ValueError(f"{func}() 的参数 {arg} 只能是 {shown}，收到 {value!r}。例如 {arg}=\"{options[-1]}\"")
     return key
 
 
@@ -186,8 +187,8 @@ def settings(*, layers, hidden, heads, seq, vocab, global_batch, params=None, ff
     s["params_from_shape"] = params is None
     if (compute is None) == (peak_flops is None):
         raise ValueError(
-            f"{func}() 需要 compute(一张卡算完整个全局 batch 的实测时间,如 \"120 s\")或 peak_flops(每卡峰值 "
-            f"FLOP/s,如 312e12,配合 mfu)二者之一,收到 compute={compute!r}, peak_flops={peak_flops!r}。"
+            f"{func}() 需要 compute（一张卡算完整个全局 batch 的实测时间，如 \"120 s\"）或 peak_flops（每卡峰值 "
+            f"FLOP/s，如 312e12，配合 mfu）二者之一，收到 compute={compute!r}, peak_flops={peak_flops!r}。"
         )
     s["compute_single"] = None if compute is None else as_time(compute, arg="compute", func=func).magnitude
     s["peak_flops"] = None if peak_flops is None else as_positive(peak_flops, arg="peak_flops", func=func)
@@ -200,12 +201,12 @@ def settings(*, layers, hidden, heads, seq, vocab, global_batch, params=None, ff
 def _split_error(s: dict, dp: int, tp: int, pp: int, mb: int) -> str:
     """Why this split is impossible for the model and batch, or ''."""
     if s["layers"] % pp:
-        return f"pp={pp} 不能整除 layers={s['layers']}:每个流水线阶段要分到整数层。"
+        return f"pp={pp} 不能整除 layers={s['layers']}：每个流水线阶段要分到整数层。"
     if s["heads"] % tp:
-        return f"tp={tp} 不能整除 heads={s['heads']}:每个 TP rank 要分到整数个注意力头。"
+        return f"tp={tp} 不能整除 heads={s['heads']}：每个 TP rank 要分到整数个注意力头。"
     if s["global_batch"] % (dp * mb):
-        return (f"global_batch={s['global_batch']} 不是 dp×micro_batch={dp}×{mb} 的整数倍:"
-                "全局 batch 要保持不变,每个副本要分到整数个微批次。")
+        return (f"global_batch={s['global_batch']} 不是 dp×micro_batch={dp}×{mb} 的整数倍："
+                "全局 batch 要保持不变，每个副本要分到整数个微批次。")
     return ""
 
 
@@ -327,33 +328,43 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     pp = as_count(pp, arg="pp", func=FUNC)
     mb = as_count(micro_batch, arg="micro_batch", func=FUNC)
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"{FUNC}() 的参数 zero_stage 只能是 0、1、2、3,收到 {zero_stage!r}。例如 zero_stage=1")
+        raise ValueError(f"{FUNC}() 的参数 zero_stage 只能是 0、1、2、3，收到 {zero_stage!r}。例如 zero_stage=1")
     why = _split_error(s, dp, tp, pp, mb)
     if why:
-        raise ValueError(f"{FUNC}() 的切分不可行:{why}")
+        raise ValueError(f"{FUNC}() 的切分不可行：{why}")
     return _budget(s, dp, tp, pp, int(zero_stage), mb, _core(s, dp, tp, pp, int(zero_stage), mb))
 
 
 @dataclass(frozen=True)
 class PlanSearch:
-    """Every split of ``devices`` that fits, fastest first; iterate or index it like a tuple."""
+    """Every split of ``devices`` that fits, fastest first; iterate or index it like a tuple.
+
+    The search computes every number of every candidate; the fitting plans are
+    wrapped into :class:`PlanBudget` (pint Quantities) when first read.
+    """
 
     devices: int
     candidates: int  # splits that were possible for this model and batch
-    plans: tuple  # PlanBudget, ordered by step time, then memory
+    found: tuple  # ((dp, tp, pp, zero_stage, micro_batch), numbers), fastest first
+    settings: MappingProxyType
+
+    @cached_property
+    def plans(self) -> tuple:
+        """PlanBudget, ordered by step time, then bytes sent, then memory."""
+        return tuple(_budget(dict(self.settings), *split, c) for split, c in self.found)
 
     def __iter__(self):
         return iter(self.plans)
 
     def __len__(self) -> int:
-        return len(self.plans)
+        return len(self.found)
 
     def __getitem__(self, i):
         return self.plans[i]
 
     @property
     def best(self):
-        return self.plans[0] if self.plans else None
+        return _budget(dict(self.settings), *self.found[0][0], self.found[0][1]) if self.found else None
 
 
 splits = T.splits  # every possible split of a device count (planterms)
@@ -370,7 +381,7 @@ def search_plans(*, devices, **kw) -> PlanSearch:
     n = as_count(devices, arg="devices", func="search_plans")
     for k in ("dp", "tp", "pp", "zero_stage", "micro_batch"):
         if k in kw:
-            raise ValueError(f"search_plans() 自己枚举 {k},不要传入它;其余参数与 plan_budget() 相同。")
+            raise ValueError(f"search_plans() 自己枚举 {k}，不要传入它；其余参数与 plan_budget() 相同。")
     s = settings(**kw, func="search_plans")
     found, count = [], 0
     for split in T.splits(s, n):
@@ -379,4 +390,4 @@ def search_plans(*, devices, **kw) -> PlanSearch:
         if c["fits"]:
             found.append(((c["step"], sum(x[6] for x in c["comm"]), c["total"], split), split, c))
     found.sort(key=lambda x: x[0])
-    return PlanSearch(n, count, tuple(_budget(s, *split, c) for _, split, c in found))
+    return PlanSearch(n, count, tuple((split, c) for _, split, c in found), MappingProxyType(s))

@@ -44,9 +44,9 @@ function read(raw) {
   }
   if (Object.keys(errors).length) return { v, errors };
   if (v.hidden % v.heads) errors.heads = `heads=${v.heads} 要整除 hidden=${v.hidden}`;
-  if (v.heads % v.tp) errors.tp = `tp=${v.tp} 不能整除 heads=${v.heads}:每个 TP rank 要分到整数个注意力头`;
-  if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}:每个阶段要分到整数层`;
-  if (v.global_batch % (v.dp * v.micro_batch)) errors.micro_batch = `global_batch=${v.global_batch} 不是 dp×micro_batch=${v.dp}×${v.micro_batch} 的整数倍:全局 batch 要保持不变`;
+  if (v.heads % v.tp) errors.tp = `tp=${v.tp} 不能整除 heads=${v.heads}：每个 TP rank 要分到整数个注意力头`;
+  if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}：每个阶段要分到整数层`;
+  if (v.global_batch % (v.dp * v.micro_batch)) errors.micro_batch = `global_batch=${v.global_batch} 不是 dp×micro_batch=${v.dp}×${v.micro_batch} 的整数倍：全局 batch 要保持不变`;
   return { v, errors };
 }
 
@@ -188,12 +188,12 @@ const B = (x) => fmtAuto(x, 'B'), T = (x) => M.fmt(x, 's', Math.abs(x) >= 1 ? 's
 const LINK = { intra: '节点内', inter: '跨节点' };
 const LABELS = {
   layers: '层数 L', hidden: '隐藏维度 h', heads: '注意力头数 a', seq: '序列长度 s', vocab: '词表大小', ffn: 'MLP 宽度',
-  gated: '门控 MLP(SwiGLU)', params: '参数量(留空按形状推出)', global_batch: '全局 batch(序列数)', micro_batch: '微批次大小 b',
+  gated: '门控 MLP（SwiGLU）', params: '参数量（留空按形状推出）', global_batch: '全局 batch（序列数）', micro_batch: '微批次大小 b',
   dp: 'DP', tp: 'TP', pp: 'PP', zero_stage: 'ZeRO 阶段', schedule: '流水线调度', recompute: '重算', sequence_parallel: '序列并行',
   param_bytes: '参数 字节/参数', grad_bytes: '梯度 字节/参数', optim_bytes: '优化器 字节/参数', devices_per_node: '每节点卡数',
   device_memory: '每卡显存', memory_unit: '显存单位', intra_bw: '节点内单向带宽', intra_unit: '节点内带宽单位',
-  inter_bw: '跨节点单向带宽(每卡)', inter_unit: '跨节点带宽单位', latency: '每轮延迟 α(µs)', peak_tflops: '每卡峰值(TFLOP/s)',
-  mfu: 'MFU(0 到 1)', compute: '实测单卡整步计算(s,可留空)', overlap: 'DP 通信可重叠比例', devices: '搜索用的卡数',
+  inter_bw: '跨节点单向带宽（每卡）', inter_unit: '跨节点带宽单位', latency: '每轮延迟 α（µs）', peak_tflops: '每卡峰值（TFLOP/s）',
+  mfu: 'MFU（0 到 1）', compute: '实测单卡整步计算（s，可留空）', overlap: 'DP 通信可重叠比例', devices: '搜索用的卡数',
 };
 const rect = (x, y, w, h, fill, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0).toFixed(1)}" height="${h}" ${fill.startsWith('#') ? `fill="${fill}"` : `class="${fill}"`}><title>${esc(tip)}</title></rect>`;
 const txt = (x, y, s, cls = '') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}">${esc(s)}</text>`;
@@ -211,7 +211,7 @@ function memorySvg(o, mem) {
   const [body, end] = stacked(8, parts, scale);
   const mx = (110 + mem * scale).toFixed(1);
   const leg = parts.map(([, fill, name], i) => rect(110 + i * 100, 44, 12, 12, fill, name) + txt(126 + i * 100, 55, name)).join('');
-  return svg(64, `每卡内存:合计 ${B(m.total)},显存 ${B(mem)}`, txt(0, 22, '每卡内存') + body + txt(Math.min(end + 4, 560), 22, B(m.total), 'pb-small')
+  return svg(64, `每卡显存：占用 ${B(m.total)}，容量 ${B(mem)}`, txt(0, 22, '每卡显存') + body + txt(Math.min(end + 4, 560), 22, B(m.total), 'pb-small')
     + `<line x1="${mx}" x2="${mx}" y1="2" y2="32" class="pb-mark"/>` + txt(Math.min(+mx, 560), 40, `显存 ${B(mem)}`, 'pb-small') + leg);
 }
 function timelineSvg(o) {
@@ -219,27 +219,27 @@ function timelineSvg(o) {
   const [row1, end] = stacked(8, [[o.compute, 'pb-c', '计算', T], [ov.dp, 'pb-x', '暴露的 DP 通信', T], [ov.tp, 'pb-x', 'TP 通信', T],
     [ov.pp, 'pb-x', 'PP 通信', T], [o.bubble, '#999999', '气泡', T]], scale);
   const h0 = 110 + (o.compute - o.hidden_comm) * scale;
-  return svg(86, `一步的时间线:计算 ${T(o.compute)},暴露的通信 ${T(o.exposed_comm)},气泡 ${T(o.bubble)},步时 ${T(o.step)}`,
+  return svg(86, `一步的时间线：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}，步时 ${T(o.step)}`,
     txt(0, 22, '一步') + row1 + txt(Math.min(end + 4, 560), 22, T(o.step), 'pb-small') + txt(0, 48, '藏住的通信')
     + rect(h0, 34, o.hidden_comm * scale, 18, 'pb-h', `藏在反向后的 DP 通信 ${T(o.hidden_comm)}`)
     + [['pb-c', '计算'], ['pb-h', '被隐藏'], ['pb-x', '暴露的通信'], ['#999999', '气泡']].map(([c, n], i) => rect(110 + i * 110, 64, 12, 12, c, n) + txt(126 + i * 110, 75, n)).join(''));
 }
 
 const VERDICT = {
-  fits: (o, s) => `放得下:每卡 ${B(o.memory.total)} ≤ 显存 ${B(s.device_memory)}。`,
-  too_big: (o, s) => `放不下:每卡 ${B(o.memory.total)} > 显存 ${B(s.device_memory)}(模型状态 ${B(o.memory.states)},激活 ${B(o.memory.activations)},临时 ${B(o.memory.temporary)})。`,
-  batch: (o, s, p) => `全局 batch 不变:${s.global_batch} = dp ${p[0]} × micro_batch ${p[4]} × 微批次数 ${o.microbatches}。`,
-  units: (o, s) => `带宽按字节读:节点内 ${fmtAuto(s.intra_bw, 'B/s')}(= ${trim(s.intra_bw * 8e-9, 4)} Gb/s),跨节点 ${fmtAuto(s.inter_bw, 'B/s')}(= ${trim(s.inter_bw * 8e-9, 4)} Gb/s)。`,
-  overlap: (o) => `重叠:DP/ZeRO 通信 ${T(sum(o.comm.filter((c) => c[7]).map((c) => c[6])))} 中有 ${T(o.hidden_comm)} 藏在反向计算之后;TP、PP 通信和气泡都不重叠。`,
-  tp_inter: (o, s, p) => `TP=${p[1]} 超出一个节点(每节点 ${s.devices_per_node} 卡),每层的 TP 通信只能走跨节点链路。`,
-  worst_none: (o) => `步时 ${T(o.step)} 全是计算(效率 ${pct(o.efficiency)})。`,
+  fits: (o, s) => `放得下：每卡 ${B(o.memory.total)} ≤ 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
+  too_big: (o, s) => `放不下：每卡 ${B(o.memory.total)} > 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
+  batch: (o, s, p) => `全局 batch 不变：${s.global_batch} = dp ${p[0]} × micro_batch ${p[4]} × 微批次数 ${o.microbatches}。`,
+  units: (o, s) => `带宽按字节读：节点内 ${fmtAuto(s.intra_bw, 'B/s')}（= ${trim(s.intra_bw * 8e-9, 4)} Gb/s），跨节点 ${fmtAuto(s.inter_bw, 'B/s')}（= ${trim(s.inter_bw * 8e-9, 4)} Gb/s）。`,
+  overlap: (o) => `重叠：DP/ZeRO 通信 ${T(sum(o.comm.filter((c) => c[7]).map((c) => c[6])))} 中有 ${T(o.hidden_comm)} 藏在反向计算之后；TP、PP 通信和气泡都不重叠。`,
+  tp_inter: (o, s, p) => `TP=${p[1]} 超出一个节点（每节点 ${s.devices_per_node} 卡），每层的 TP 通信只能走跨节点链路。`,
+  worst_none: (o) => `步时 ${T(o.step)} 全是计算（效率 ${pct(o.efficiency)}）。`,
 };
 const WORST = { dp: '暴露的 DP/ZeRO 通信', tp: 'TP 通信', pp: 'PP 点对点通信', bubble: '流水线气泡' };
 const sentence = (code, o, s, p) => (VERDICT[code] ? VERDICT[code](o, s, p)
-  : `步时 ${T(o.step)}:计算 ${T(o.compute)},最大的额外开销是${WORST[code.slice(6)]} ${T(overheads(o)[code.slice(6)])};效率 ${pct(o.efficiency)}。`);
-const ASSUME = ['激活按 Korthikanti 等(2022)每层公式(16 位、MLP 宽 4h),不含嵌入与 logits', '理想 ring + α-β 时间;跨节点 ring 按最慢链路计',
-  '设备编号 TP 最内、DP 其次、PP 最外', '只有 DP/ZeRO 通信能藏在反向之后(反向占计算 2/3;DDP 与 ZeRO-1/2 只藏在最后一个微批次后)',
-  'ZeRO-3 临时聚合按两层参数计;通信缓冲与碎片不计', '气泡 = (p−1)/m × 阶段计算;GPipe 与 1F1B 气泡相同'];
+  : `步时 ${T(o.step)}：计算 ${T(o.compute)}，最大的额外开销是${WORST[code.slice(6)]} ${T(overheads(o)[code.slice(6)])}；效率 ${pct(o.efficiency)}。`);
+const ASSUME = ['激活按 Korthikanti 等（2022）每层公式（16 位、MLP 宽 4h），不含嵌入与 logits', '理想 ring + α-β 时间；跨节点 ring 按最慢链路计',
+  '设备编号 TP 最内、DP 其次、PP 最外', '只有 DP/ZeRO 通信能藏在反向之后（反向占计算 2/3；DDP 与 ZeRO-1/2 只藏在最后一个微批次后）',
+  'ZeRO-3 临时聚合按两层参数计；通信缓冲与碎片不计', '气泡 = (p−1)/m × 阶段计算；GPipe 与 1F1B 气泡相同'];
 
 function control(fd) {
   const id = `pb-plan-${fd.name}`;
@@ -253,7 +253,7 @@ let pending = 0;
 
 function mount(el) {
   const units = new Set(FIELDS.map((x) => x.unit).filter(Boolean));
-  el.innerHTML = '<p class="pb-title">方案构建器:内存、通信与步时</p><form class="pb-form" novalidate>' + FIELDS.filter((x) => !units.has(x.name)).map((fd) => {
+  el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与步时</p><form class="pb-form" novalidate>' + FIELDS.filter((x) => !units.has(x.name)).map((fd) => {
     const u = fd.unit && FIELDS.find((x) => x.name === fd.unit);
     return `<div class="pb-field"><label for="pb-plan-${fd.name}">${LABELS[fd.name]}</label><span class="pb-row">${control(fd)}${u ? `<label class="pb-sr" for="pb-plan-${u.name}">${LABELS[u.name]}</label>${control(u)}` : ''}</span>`
       + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
@@ -270,17 +270,17 @@ function mount(el) {
       el.querySelector(`[data-msg="${fd.name}"]`).textContent = msg && `${LABELS[fd.name]}:${msg}`;
       form.elements[fd.name].toggleAttribute('aria-invalid', !!msg);
     }
-    if (r.errors) { status.textContent = '有输入需要修改(见红字提示),结果暂不显示。'; res.innerHTML = ''; last = null; return; }
+    if (r.errors) { status.textContent = '有输入需要修改（见红字提示），结果暂不显示。'; res.innerHTML = ''; last = null; return; }
     status.textContent = '';
     last = r;
     const o = r.out, m = o.memory;
-    res.innerHTML = `<dl class="pb-out"><dt>每卡内存(状态 + 激活 + 临时)</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
+    res.innerHTML = `<dl class="pb-out"><dt>每卡显存（状态 + 激活 + 临时）</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
       + `<dt>放得下吗</dt><dd data-out="fits">${o.fits ? '放得下' : '放不下'}</dd><dt>步时</dt><dd data-out="step">${T(o.step)}</dd>`
       + `<dt>计算 / 暴露的通信 / 气泡</dt><dd>${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}</dd>`
       + `<dt>吞吐</dt><dd data-out="tokens">${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s</dd><dt>效率</dt><dd data-out="efficiency">${pct(o.efficiency)}</dd></dl>`
       + memorySvg(o, r.s.device_memory) + timelineSvg(o)
       + '<table class="pb-table"><thead><tr><th>集合通信</th><th>组大小</th><th>链路</th><th>每卡每步发送</th><th>时间</th><th>可藏在反向后</th></tr></thead><tbody>'
-      + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${c[2]}</td><td>${LINK[c[3]]}</td><td>${B(c[5])}</td><td>${T(c[6])}</td><td>${c[7] ? '是' : '否'}</td></tr>`).join('') || '<tr><td colspan="6">没有通信(单卡)</td></tr>')
+      + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${c[2]}</td><td>${LINK[c[3]]}</td><td>${B(c[5])}</td><td>${T(c[6])}</td><td>${c[7] ? '是' : '否'}</td></tr>`).join('') || '<tr><td colspan="6">没有通信（单卡）</td></tr>')
       + `</tbody></table><ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(sentence(c, o, r.s, r.split))}</li>`).join('')}</ul>`
       + `<details><summary>模型的简化</summary><ul>${ASSUME.map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
   };
@@ -301,8 +301,8 @@ function mount(el) {
       const t0 = performance.now(), r = search(last.s, last.values.devices), ms = performance.now() - t0;
       const box = el.querySelector('.pb-search');
       box.dataset.ms = ms.toFixed(2);
-      box.innerHTML = `<p data-out="search">${last.values.devices} 张卡:试了 ${r.candidates} 种切分,放得下 ${r.plans.length} 种(用时 ${trim(ms)} ms)。前 10 名:</p>`
-        + '<table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡内存</th><th></th></tr></thead><tbody>'
+      box.innerHTML = `<p data-out="search">${last.values.devices} 张卡：试了 ${r.candidates} 种切分，放得下 ${r.plans.length} 种（用时 ${trim(ms)} ms）。前 10 名：</p>`
+        + '<table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡显存</th><th></th></tr></thead><tbody>'
         + r.plans.slice(0, 10).map((p) => `<tr>${p.slice(0, 5).map((x) => `<td>${x}</td>`).join('')}<td>${T(p[5])}</td><td>${B(p[6])}</td><td><button type="button" data-act="use" data-split="${p.slice(0, 5).join(',')}">采用</button></td></tr>`).join('')
         + '</tbody></table>';
     } else if (act === 'use') {
@@ -310,14 +310,14 @@ function mount(el) {
       onInput();
     } else if (act === 'send' && last) {
       const o = last.out, m = o.memory, p = last.split;
-      const numbers = [`DP=${p[0]},TP=${p[1]},PP=${p[2]},ZeRO-${p[3]},微批次 ${p[4]} × ${o.microbatches}`,
-        `参数量 ${trim(o.params, 4)};每卡内存 ${B(m.total)}(状态 ${B(m.states)},激活 ${B(m.activations)},临时 ${B(m.temporary)})`,
-        `步时 ${T(o.step)}:计算 ${T(o.compute)},暴露的通信 ${T(o.exposed_comm)},气泡 ${T(o.bubble)};${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s,效率 ${pct(o.efficiency)}`,
-        ...o.comm.map((c) => `${c[0]}(${c[2]} 卡,${LINK[c[3]]}):每卡每步 ${B(c[5])},${T(c[6])}`)];
+      const numbers = [`DP=${p[0]}、TP=${p[1]}、PP=${p[2]}、ZeRO-${p[3]}，微批次 ${p[4]} × ${o.microbatches}`,
+        `参数量 ${trim(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时 ${B(m.temporary)}）`,
+        `步时 ${T(o.step)}：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}；${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s，效率 ${pct(o.efficiency)}`,
+        ...o.comm.map((c) => `${c[0]}（${c[2]} 卡，${LINK[c[3]]}）：每卡每步 ${B(c[5])}，${T(c[6])}`)];
       const rec = { format: 'pb-plan', version: 1, saved: new Date().toISOString(), link: location.href, inputs: raw(), numbers,
         assumptions: ASSUME, verdict: o.codes.map((c) => sentence(c, o, last.s, p)), fits: o.fits };
       const out = el.querySelector('[data-out="sent"]');
-      try { localStorage.setItem(EXPORT_KEY, JSON.stringify(rec)); out.innerHTML = '已存入本浏览器。打开<a href="plan-record.html">并行方案与通信预算</a>,点“从方案构建器导入”。'; } catch (err) { out.textContent = `这个浏览器不允许本页保存(${err.name})。`; }
+      try { localStorage.setItem(EXPORT_KEY, JSON.stringify(rec)); out.innerHTML = '已存入本浏览器。打开<a href="plan-record.html">并行方案与通信预算</a>，点“从方案构建器导入”。'; } catch (err) { out.textContent = `这个浏览器不允许本页保存（${err.name}）。`; }
     }
   });
   restore();

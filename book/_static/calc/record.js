@@ -159,14 +159,14 @@ function mount(el = document.querySelector('.pb-record')) {
     if (act === 'plan') {
       let p = null;
       try { p = JSON.parse(localStorage.getItem(PLAN_KEY)); } catch { p = null; }
-      const why = p === null ? '本浏览器里还没有方案:先在方案构建器里点“送到记录页”' : planProblem(p);
-      if (why) say(`没有导入:${why}。页面上的记录没有改动。`, true);
+      const why = p === null ? '本浏览器里还没有方案：先在方案构建器里点“送到记录页”' : planProblem(p);
+      if (why) say(`没有导入：${why}。页面上的记录没有改动。`, true);
       else {
         const { own, ifEmpty } = planFields(p);
         for (const [n, v] of Object.entries(own)) form.elements[n].value = v;
         for (const [n, v] of Object.entries(ifEmpty)) if (!form.elements[n].value) form.elements[n].value = v;
         save();
-        say(`已导入方案构建器的方案(${p.fits ? '放得下' : '放不下'}),导出时一并带上。`);
+        say(`已导入方案构建器的方案（${p.fits ? '放得下' : '放不下'}），导出时一并带上。`);
       }
     }
     if (act === 'md') download('plan-record.md', toMarkdown(read(), schema), 'text/markdown');
