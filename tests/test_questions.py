@@ -222,3 +222,13 @@ def test_practice_assets_and_bank_only_where_mounted_and_within_budget():
     assert "calc/practice.js" in files and '"index"' in body
     files, body = loaded("<p>nothing to practise</p>")
     assert "calc/practice.js" not in files and "pb-bank" not in body
+
+
+def test_practice_mounts_are_plain_html_blocks():
+    """Is every practice mount a plain HTML block (rendered on the site, invisible in JupyterLab), never in a {raw} block?"""
+    for md in sorted((ROOT / "book").glob("*.md")):
+        text = md.read_text(encoding="utf-8")
+        assert not re.search(r"```\{raw\} html\n[^`]*pb-practice", text), f"{md.name}: practice mount in a raw block"
+        for block in re.findall(r"(?:^<div class=\"pb-practice[^\n]*\n)+", text, flags=re.M):
+            start = text.index(block)
+            assert text[start - 2:start] == "\n\n" and text[start + len(block):start + len(block) + 1] in ("\n", ""), md.name

@@ -194,14 +194,14 @@ let store = null;
 try { store = root.localStorage; } catch (e) { store = null; }
 const memory = { getItem: () => null, setItem() {} };
 
-function mountBox(box, q, bank) {
-  const rec = () => load(store || memory), T = bank.text, id = `pb-q-${q.id.replace(/\W/g, '-')}`;
+function mountBox(box, q, bank, all) {
+  const T = bank.text, id = `pb-q-${q.id.replace(/\W/g, '-')}`;
   let seed = urlSeed(q.id), params, tried = false;
   box.innerHTML = `<p class="pb-q-src"></p><p></p><form class="pb-q-form"><label for="${id}"></label><input id="${id}" type="text" autocomplete="off" spellcheck="false">
 <button type="submit"></button> <button type="button" class="pb-q-new"></button></form><p class="pb-q-fb" role="status" aria-live="polite"></p><div class="pb-q-sol" hidden></div><p class="pb-q-stat"></p>`;
   const [src, prompt, form, fb, sol, stat] = box.children, [label, input, ok, again] = form.children;
   src.textContent = say(T, 'source', q); label.textContent = q.label; ok.textContent = T.check; again.textContent = T.again;
-  const status = () => { const r = rec()[q.id]; stat.textContent = r ? say(T, 'stat', r) : ''; };
+  const status = () => { const r = all[q.id]; stat.textContent = r ? say(T, 'stat', r) : ''; };
   const render = () => {
     params = generate(q, seed);
     prompt.textContent = fill(q.prompt, q, params, {}) + say(T, seed ? 'drawn' : 'book', { seed });
@@ -213,9 +213,9 @@ function mountBox(box, q, bank) {
     const r = check(q, params, input.value, bank);
     fb.textContent = r.message; fb.className = `pb-q-fb pb-q-${r.status}`;
     if (r.status !== 'error') {
-      const all = rec(), mine = all[q.id] || { n: 0, ok: 0 };
-      mine.n += 1; mine.ok += r.status === 'ok' ? 1 : 0; all[q.id] = mine;
-      save(store || memory, all);
+      const cur = load(store || memory), mine = cur[q.id] || { n: 0, ok: 0 };  // another tab may have saved
+      mine.n += 1; mine.ok += r.status === 'ok' ? 1 : 0; cur[q.id] = all[q.id] = mine;
+      save(store || memory, cur);
       tried = true; sol.hidden = false; status();
     }
   });
@@ -242,8 +242,8 @@ function mountSummary(box, bank) {
 function mountAll() {
   let bank;
   try { bank = JSON.parse(document.getElementById('pb-bank').textContent); } catch (e) { return; }
-  const byId = Object.fromEntries(bank.questions.map((q) => [q.id, q]));
-  document.querySelectorAll('.pb-practice[data-q]').forEach((box) => { if (byId[box.dataset.q]) mountBox(box, byId[box.dataset.q], bank); });
+  const byId = Object.fromEntries(bank.questions.map((q) => [q.id, q])), all = load(store || memory);
+  document.querySelectorAll('.pb-practice[data-q]').forEach((box) => { if (byId[box.dataset.q]) mountBox(box, byId[box.dataset.q], bank, all); });
   document.querySelectorAll('.pb-practice-summary').forEach((box) => mountSummary(box, bank));
 }
 
