@@ -304,7 +304,7 @@ def record_page(tab):
 def test_record_survives_reload(tab):
     """Fill, reload: is everything still there, and is nothing ticked that the learner did not tick?"""
     page = record_page(tab)
-    assert "只保存在当前浏览器" in page.inner_text("article")
+    assert "不会发到任何服务器" in page.inner_text("article")  # says where the record lives
     page.fill("#pb-rec-model", "7B")
     page.select_option("#pb-rec-bw_kind", "bits")
     page.fill("#pb-rec-results", "每 rank 发送 7 GB\n下界 140 ms")

@@ -280,7 +280,7 @@ def test_module_command_line_launches_itself(tmp_path):
         cwd=tmp_path, env=dict(_env(), PB_LAB_LOG_DIR=str(tmp_path)), capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "顺序不一致" in proc.stdout and "2 个 rank,完成" in proc.stdout
+    assert "顺序不一致" in proc.stdout and "2 个 rank\uff0c完成" in proc.stdout
 
 
 def test_options_survive_the_command_line():
@@ -341,3 +341,21 @@ def test_no_built_page_publishes_a_machine_path(built_site):
         if hits:
             found[str(page.relative_to(built_site))] = sorted(set(hits))
     assert found == {}, found
+
+
+def test_reports_use_full_width_punctuation_in_chinese():
+    """Do lab tables and notes put full-width punctuation next to Chinese, and leave code and numbers alone?"""
+    from parallel_budget.labs.report import Report, Row, zh_punct
+
+    assert zh_punct("隐藏 2.48 ms(通信的 48%);末尾等待 1 ms") == "隐藏 2.48 ms\uff08通信的 48%\uff09\uff1b末尾等待 1 ms"
+    assert zh_punct('run_lab("hang", timeout=2)') == 'run_lab("hang", timeout=2)'
+    text = Report("实验:标题", (Row("a,b", "预测:1", "实测(2)", "一致", True),), ("注意,这是备注",)).text()
+    assert "实验\uff1a标题" in text and "预测\uff1a1" in text and "实测\uff082\uff09" in text and "注意\uff0c这是备注" in text
+    assert "a,b" in text
+
+
+def test_full_width_conversion_survives_a_space_after_the_mark():
+    """A mark followed by a space next to Chinese (the late_rank notes have one) converts and drops the space."""
+    from parallel_budget.labs.report import zh_punct
+
+    assert zh_punct("等待, 然后: 完成") == "等待\uff0c然后\uff1a完成"

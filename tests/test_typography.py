@@ -92,11 +92,13 @@ def prose(path) -> str:
         m = re.match(r"^(`{3,})(.*)$", line)
         if m:
             if fence is None:
-                fence = "prose" if "{glossary}" in m.group(2) else "code"
+                d = re.match(r"\{([a-z-]+)\}", m.group(2).strip())
+                fence = "code" if not d or d.group(1) in ("code-cell", "code", "code-block", "raw") else (
+                    "glossary" if d.group(1) == "glossary" else "prose")
             elif not m.group(2).strip():
                 fence = None
             continue
-        if fence == "prose" and line and not line.startswith(" "):
+        if fence == "glossary" and line and not line.startswith(" "):
             continue  # a glossary entry's own (English) name
         if fence != "code":
             out.append(re.sub(r"(\{[a-z:-]+\})?`[^`]*`", "", line))

@@ -38,10 +38,10 @@ test('foreign or corrupted values are refused with a Chinese reason', () => {
 test('Markdown export lists the fields, option texts and ticks', () => {
   const md = toMarkdown({ ...empty(schema), fields: { model: '7B\n两行', bw_kind: 'bits' }, checks: { c_bits: true }, saved: 'T' }, schema);
   assert.match(md, /^# 并行方案与通信预算/);
-  assert.match(md, /- \*\*模型规模\*\*:7B\n  两行/);
-  assert.match(md, /- \*\*带宽单位\*\*:比特/);
+  assert.match(md, /- \*\*模型规模\*\*：7B\n  两行/);
+  assert.match(md, /- \*\*带宽单位\*\*：比特/);
   assert.match(md, /- \[x\] 写明了带宽是字节还是比特/);
   const blank = toMarkdown(empty(schema), schema);
-  assert.match(blank, /- \*\*模型规模\*\*:\(未填\)/);
+  assert.match(blank, /- \*\*模型规模\*\*：（未填）/);
   assert.match(blank, /- \[ \] 写明了/);
 });

@@ -81,16 +81,16 @@ function unitOf(u) {
 // Like units.parse: "2 GB" as bytes -> 2e9; throws Error with a Chinese message.
 function parseQuantity(text, kind) {
   const t = String(text).trim().replace('Gbps', 'Gb/s').replace('GBps', 'GB/s');
-  const accepted = { bytes: 'B、MB、GB、GiB、Gb 等,例如 2 GB', bandwidth: 'GB/s、Gb/s、MB/s 等,例如 25 GB/s', time: 's、ms、us,例如 400 ms' }[kind];
+  const accepted = { bytes: 'B、MB、GB、GiB、Gb 等，例如 2 GB', bandwidth: 'GB/s、Gb/s、MB/s 等，例如 25 GB/s', time: 's、ms、us，例如 400 ms' }[kind];
   const m = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$/.exec(t);
-  if (!t) throw new Error(`不能为空;可用单位:${accepted}`);
-  if (!m) throw new Error(`应以数字开头,收到 "${text}";可用单位:${accepted}`);
+  if (!t) throw new Error(`不能为空；可用单位：${accepted}`);
+  if (!m) throw new Error(`应以数字开头，收到 “${text}”；可用单位：${accepted}`);
   const u = m[2] ? unitOf(m[2]) : [kind, 1];
-  if (!u) throw new Error(`不认识单位 "${m[2]}"${m[2].includes('KB') ? '(请写 kB 或 KiB)' : ''};可用单位:${accepted}`);
-  if (u[0] !== kind) throw new Error(`需要${{ bytes: '数据量', bandwidth: '带宽', time: '时间' }[kind]},"${text}" 的单位不对;可用单位:${accepted}`);
+  if (!u) throw new Error(`不认识单位 “${m[2]}”${m[2].includes('KB') ? '（请写 kB 或 KiB）' : ''}；可用单位：${accepted}`);
+  if (u[0] !== kind) throw new Error(`需要${{ bytes: '数据量', bandwidth: '带宽', time: '时间' }[kind]}，“${text}” 的单位不对；可用单位：${accepted}`);
   const x = Number(m[1]) * u[1];
-  if (!Number.isFinite(x)) throw new Error(`必须是有限的数,收到 "${text}"`);
-  if (x < 0) throw new Error(`不能为负数,收到 "${text}"`);
+  if (!Number.isFinite(x)) throw new Error(`必须是有限的数，收到 “${text}”`);
+  if (x < 0) throw new Error(`不能为负数，收到 “${text}”`);
   return x;
 }
 
@@ -99,7 +99,7 @@ const COUNT = { '': 1, K: 1e3, k: 1e3, M: 1e6, B: 1e9, G: 1e9, T: 1e12 };
 function parseParams(text) {
   const m = /^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([kKMBGT]?)\s*$/.exec(String(text));
   const n = m ? Number(m[1]) * COUNT[m[2]] : NaN;
-  if (!(n > 0 && Number.isFinite(n))) throw new Error(`无法读成参数个数:"${text}"。可写 7B、1.3e9、350M(B 表示十亿个参数)`);
+  if (!(n > 0 && Number.isFinite(n))) throw new Error(`无法读成参数个数：“${text}”。可写 7B、1.3e9、350M（B 表示十亿个参数）`);
   return n;
 }
 
@@ -147,37 +147,37 @@ const pct = (x) => `${trim(100 * x)}%`;
 
 // ---------------------------------------------------------------- validation
 
-const span = (fd) => `${fd.min}${fd.min_open ? '(不含)' : ''} 到 ${fd.max}`;
+const span = (fd) => `${fd.min}${fd.min_open ? '（不含）' : ''} 到 ${fd.max}`;
 
 function checkNumber(text, fd) {
-  if (!NUM.test(text)) throw new Error(text ? `需要一个数,收到 "${text}"` : '不能为空');
+  if (!NUM.test(text)) throw new Error(text ? `需要一个数，收到 “${text}”` : '不能为空');
   const x = Number(text);
   const low = fd.min_open ? x <= fd.min : x < fd.min;
-  if (!Number.isFinite(x) || low || x > fd.max) throw new Error(`需要在 ${span(fd)} 之间,收到 ${text}`);
-  if (fd.kind === 'int' && !Number.isInteger(x)) throw new Error(`需要整数,收到 ${text}`);
+  if (!Number.isFinite(x) || low || x > fd.max) throw new Error(`需要在 ${span(fd)} 之间，收到 ${text}`);
+  if (fd.kind === 'int' && !Number.isInteger(x)) throw new Error(`需要整数，收到 ${text}`);
   return x;
 }
 
 function fieldValue(fd, raw) {
   const text = String(raw[fd.name] ?? fd.default).trim();
   if (fd.kind === 'select') {
-    if (!fd.options.includes(text)) throw new Error(`只能选 ${fd.options.join(' / ')},收到 "${text}"`);
+    if (!fd.options.includes(text)) throw new Error(`只能选 ${fd.options.join(' / ')}，收到 “${text}”`);
     return text;
   }
   if (fd.kind === 'list') {
     const items = text.split(LIST_SEP).filter(Boolean);
     if (!items.length) {
       if (fd.optional) return [];
-      throw new Error('不能为空;用逗号或空格分隔,例如 2, 6');
+      throw new Error('不能为空；用逗号或空格分隔，例如 2, 6');
     }
     const values = items.map((t) => checkNumber(t, fd));
     const [lo, hi] = fd.options || [0, Infinity];
-    if (values.length < lo || values.length > hi) throw new Error(`需要 ${lo} 到 ${hi} 个数(每个 rank 一个),收到 ${values.length} 个`);
+    if (values.length < lo || values.length > hi) throw new Error(`需要 ${lo} 到 ${hi} 个数（每个 rank 一个），收到 ${values.length} 个`);
     return values;
   }
   if (fd.kind === 'params') {
     const n = parseParams(text);
-    if (n > fd.max) throw new Error(`参数个数太大(上限 ${fd.max}),收到 "${text}"`);
+    if (n > fd.max) throw new Error(`参数个数太大（上限 ${fd.max}），收到 “${text}”`);
     return n;
   }
   return checkNumber(text, fd);
@@ -296,7 +296,7 @@ const COMPUTE = {
   },
   tp(v) {
     const t = v.tp;
-    if (t > 1 && v.hidden % t) throw new FieldError('hidden', `hidden=${v.hidden} 不能被 tp=${t} 整除:张量并行要把矩阵均分`);
+    if (t > 1 && v.hidden % t) throw new FieldError('hidden', `hidden=${v.hidden} 不能被 tp=${t} 整除：张量并行要把矩阵均分`);
     const message = v.batch * v.seq * v.hidden * v.bytes_per_elem;
     const count = t > 1 ? 4 : 0;
     const per_layer = message * count, factor = (2 * (t - 1)) / t;
@@ -315,7 +315,7 @@ function evaluate(kind, raw = {}) {
     try { values[fd.name] = fieldValue(fd, raw); } catch (e) { errors[fd.name] = e.message; }
   }
   if (kind === 'pipeline' && !Object.keys(errors).length && values.stage_times.length && values.stage_times.length !== values.stages) {
-    errors.stage_times = `给了 ${values.stage_times.length} 个阶段时间,但阶段数是 ${values.stages};留空表示各阶段相等`;
+    errors.stage_times = `给了 ${values.stage_times.length} 个阶段时间，但阶段数是 ${values.stages}；留空表示各阶段相等`;
   }
   if (Object.keys(errors).length) return { values, errors };
   try {

@@ -51,8 +51,8 @@ function empty(schema) {
 function problem(data, schema) {
   const isObj = (x) => x && typeof x === 'object' && !Array.isArray(x);
   if (!isObj(data)) return '内容不是一个 JSON 对象';
-  if (data.format !== FORMAT) return `缺少 "format": "${FORMAT}",不是本页导出的记录`;
-  if (data.version !== 1) return `版本 ${JSON.stringify(data.version)} 不认识(本页是 1)`;
+  if (data.format !== FORMAT) return `缺少 "format": "${FORMAT}"，不是本页导出的记录`;
+  if (data.version !== 1) return `版本 ${JSON.stringify(data.version)} 不认识（本页是 1）`;
   const known = Object.fromEntries(items(schema).map((i) => [i.name, i]));
   for (const part of ['fields', 'checks']) {
     if (!isObj(data[part])) return `"${part}" 应是一个对象`;
@@ -68,13 +68,13 @@ function problem(data, schema) {
 }
 
 function toMarkdown(data, schema) {
-  const out = ['# 并行方案与通信预算', '', `导出时间:${data.saved || new Date().toISOString()}`, ''];
+  const out = ['# 并行方案与通信预算', '', `导出时间：${data.saved || new Date().toISOString()}`, ''];
   for (const s of schema) {
     out.push(`## ${s.title}`, '');
     for (const i of s.items) {
       const v = i.check ? data.checks[i.name] : data.fields[i.name] || '';
       if (i.check) out.push(`- [${v ? 'x' : ' '}] ${i.label}`);
-      else out.push(`- **${i.label}**:${(i.options ? i.options[v] : v) || '(未填)'}`.replace(/\n/g, '\n  '));
+      else out.push(`- **${i.label}**：${(i.options ? i.options[v] : v) || '（未填）'}`.replace(/\n/g, '\n  '));
     }
     out.push('');
   }
@@ -116,24 +116,24 @@ function mount(el = document.querySelector('.pb-record')) {
   const say = (msg, bad = false) => { status.textContent = msg; status.classList.toggle('pb-bad', bad); };
   const unblock = () => { autosave = true; alert.hidden = true; };
   const save = () => {
-    if (!autosave) return say('自动保存已暂停:先处理上面的提示。', true);
+    if (!autosave) return say('自动保存已暂停：先处理上面的提示。', true);
     try {
       localStorage.setItem(KEY, JSON.stringify(read()));
-      say(`已自动保存到本浏览器(${new Date().toLocaleTimeString()})。`);
+      say(`已自动保存到本浏览器（${new Date().toLocaleTimeString()}）。`);
     } catch (e) {
-      say(`这个浏览器不允许本页保存(${e.name});请用“导出”留存记录。`, true);
+      say(`这个浏览器不允许本页保存（${e.name}）；请用“导出”留存记录。`, true);
     }
   };
   const parse = (text) => { try { const d = JSON.parse(text); return [d, problem(d, schema)]; } catch { return [null, '内容不是合法的 JSON']; } };
 
   let stored = null;
-  try { stored = localStorage.getItem(KEY); } catch (e) { say(`这个浏览器不允许本页读取本地存储(${e.name});记录不会自动保存,请导出。`, true); }
+  try { stored = localStorage.getItem(KEY); } catch (e) { say(`这个浏览器不允许本页读取本地存储（${e.name}）；记录不会自动保存，请导出。`, true); }
   if (stored !== null) {
     const [data, why] = parse(stored);
     if (why) {
       autosave = false;
       alert.hidden = false;
-      alert.querySelector('span').textContent = `本浏览器里保存的记录无法读取(${why}),没有载入。为免覆盖,自动保存已暂停。`;
+      alert.querySelector('span').textContent = `本浏览器里保存的记录无法读取（${why}），没有载入。为免覆盖，自动保存已暂停。`;
     } else {
       fill(data);
       say('已从本浏览器载入上次的记录。');
@@ -148,7 +148,7 @@ function mount(el = document.querySelector('.pb-record')) {
     if (!file) return;
     const [data, why] = parse(await file.text());
     e.target.value = '';
-    if (why) return say(`导入失败:“${file.name}”不是有效的记录(${why})。页面上的记录没有改动。`, true);
+    if (why) return say(`导入失败：“${file.name}”不是有效的记录（${why}）。页面上的记录没有改动。`, true);
     unblock();
     fill(data);
     save();

@@ -7,19 +7,19 @@
 const { FIELDS, esc, evaluate, fmtAuto, pct, trim } = root.PBModel;
 
 const LABELS = {
-  grads: ['每个 rank 的本地梯度', '2 到 8 个数,逗号或空格分隔'],
+  grads: ['每个 rank 的本地梯度', '2 到 8 个数，逗号或空格分隔'],
   lr: ['学习率 lr'],
   w0: ['初始参数 w'],
   reduction: ['归约约定'],
   ranks: ['rank 数 R'],
   grad: ['梯度大小 G'],
   grad_unit: ['梯度单位'],
-  bandwidth: ['单向有效带宽', 'GB/s 是字节,Gb/s 是比特'],
+  bandwidth: ['单向有效带宽', 'GB/s 是字节，Gb/s 是比特'],
   bw_unit: ['带宽单位'],
-  compute: ['单卡计算时间(ms)', '同一全局 batch 在一张卡上'],
+  compute: ['单卡计算时间（ms）', '同一全局 batch 在一张卡上'],
   overlap: ['通信可重叠比例', '0 到 1;1 表示每个桶一就绪就发'],
-  backward_ratio: ['反向耗时是前向的几倍', '常取 2:反向占计算的 2/3,只有反向能掩盖梯度通信'],
-  last_bucket: ['最后一个桶的通信(ms)', '反向结束才就绪,总是暴露'],
+  backward_ratio: ['反向耗时是前向的几倍', '常取 2：反向占计算的 2/3，只有反向能掩盖梯度通信'],
+  last_bucket: ['最后一个桶的通信（ms）', '反向结束才就绪，总是暴露'],
   params: ['参数个数 P', '如 7B、1.3e9、350M'],
   dp: ['数据并行度 D'],
   param_bytes: ['参数 B/参数'],
@@ -29,7 +29,7 @@ const LABELS = {
   memory_unit: ['显存单位'],
   stages: ['阶段数 p'],
   microbatches: ['微批次数 m'],
-  stage_times: ['各阶段时间(ms,可选)', '如 10, 12, 10, 10;留空为相等'],
+  stage_times: ['各阶段时间（ms，可选）', '如 10, 12, 10, 10；留空为相等'],
   batch: ['batch b'],
   seq: ['序列长度 s'],
   hidden: ['隐藏维度 h', '需能被 t 整除'],
@@ -37,9 +37,9 @@ const LABELS = {
   layers: ['层数'],
   bytes_per_elem: ['每元素字节数'],
 };
-const OPTION_TEXT = { mean: '求平均(或求和后除以 R 一次)', sum: '求和,不除以 R', mean_twice: '求平均后又除以 R' };
+const OPTION_TEXT = { mean: '求平均（或求和后除以 R 一次）', sum: '求和，不除以 R', mean_twice: '求平均后又除以 R' };
 const TITLES = {
-  update: '数据并行的一次更新', ring: 'ring all-reduce 与步时', zero: '训练状态计算器:ZeRO 常驻状态与通信',
+  update: '数据并行的一次更新', ring: 'ring all-reduce 与步时', zero: '训练状态计算器：ZeRO 常驻状态与通信',
   pipeline: '流水线气泡', tp: '张量并行通信量',
 };
 
@@ -63,7 +63,7 @@ function ringTimeline(o, t1) {
   body += rect(x(per), 64, o.exposed_comm * scale, 16, 'pb-x', `暴露的通信 ${T(o.exposed_comm)}`);
   body += `<line x1="${x(o.step).toFixed(1)}" x2="${x(o.step).toFixed(1)}" y1="30" y2="86" class="pb-mark"/>`;
   body += text(Math.min(x(o.step), 560), 100, `步时 ${T(o.step)}`, 'pb-small');
-  return svg(130, `时间线:计算 ${T(per)},隐藏通信 ${T(o.hidden_comm)},暴露通信 ${T(o.exposed_comm)}`,
+  return svg(130, `时间线：计算 ${T(per)}，隐藏通信 ${T(o.hidden_comm)}，暴露通信 ${T(o.exposed_comm)}`,
     body + legend(112, [['pb-c', '计算'], ['pb-h', '被隐藏的通信'], ['pb-x', '暴露的通信']]));
 }
 
@@ -82,8 +82,8 @@ function gantt(o) {
     }
     body = `<path d="${d[0]}" class="pb-c2"/><path d="${d[1]}" class="pb-c"/>` + body;
   }
-  body += text(110, 16 + p * 22, `总时长 ${T(o.makespan)};空白处是等待(气泡)`, 'pb-small');
-  return svg(24 + p * 22, `流水线甘特图:${p} 个阶段、${m} 个微批次,总时长 ${T(o.makespan)}`, body);
+  body += text(110, 16 + p * 22, `总时长 ${T(o.makespan)}；空白处是等待（气泡）`, 'pb-small');
+  return svg(24 + p * 22, `流水线甘特图：${p} 个阶段、${m} 个微批次，总时长 ${T(o.makespan)}`, body);
 }
 
 const NAMES = ['完整副本 (DDP)', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3'];
@@ -108,13 +108,13 @@ function zeroBars(o) {
 
 const OUTPUTS = {
   update(o, v) {
-    const bad = { sum: '求和后没有除以 R:步长放大了 R 倍', mean_twice: '平均做了两次:步长缩小了 R 倍', mean: '' }[v.reduction];
+    const bad = { sum: '求和后没有除以 R：步长放大了 R 倍', mean_twice: '平均做了两次：步长缩小了 R 倍', mean: '' }[v.reduction];
     const flag = o.matches_reference
       ? '<p class="pb-ok" data-out="flag">与单进程全批次更新一致。</p>'
-      : `<p class="pb-bad" data-out="flag">与单进程全批次更新不一致:${bad}。</p>`;
+      : `<p class="pb-bad" data-out="flag">与单进程全批次更新不一致：${bad}。</p>`;
     return dl([
       ['aggregated_grad', '聚合后的梯度', trim(o.aggregated_grad, 6)],
-      ['weights', `各 rank 更新后的 w(${o.ranks} 个)`, o.weights.map((w) => trim(w, 6)).join(', ')],
+      ['weights', `各 rank 更新后的 w（${o.ranks} 个）`, o.weights.map((w) => trim(w, 6)).join(', ')],
       ['reference', '单进程全批次更新的 w', trim(o.reference, 6)],
     ]) + flag;
   },
@@ -123,20 +123,20 @@ const OUTPUTS = {
       ['send_per_rank', '每 rank 发送', B(o.send_per_rank)], ['recv_per_rank', '每 rank 接收', B(o.recv_per_rank)],
       ['total_sent', '全网合计发送', B(o.total_sent)], ['chunk', '每块 G/R', B(o.chunk)],
       ['rounds', '轮数 2(R−1)', String(o.rounds)], ['lower_bound', '通信下界', T(o.lower_bound)],
-      ['compute_per_rank', '每 rank 计算', T(o.compute_per_rank)], ['backward', '其中反向(能掩盖通信的窗口)', T(o.backward)],
+      ['compute_per_rank', '每 rank 计算', T(o.compute_per_rank)], ['backward', '其中反向（能掩盖通信的窗口）', T(o.backward)],
       ['hidden_comm', '被隐藏的通信', T(o.hidden_comm)], ['exposed_comm', '暴露的通信', T(o.exposed_comm)],
       ['step', '步时', T(o.step)], ['speedup', '加速比', `${trim(o.speedup)}×`], ['efficiency', '效率', pct(o.efficiency)],
     ]) + ringTimeline(o, v.compute / 1000)
-      + '<p class="pb-note">模型的简化:理想 ring,不计每轮延迟与争用;梯度通信只能藏在反向里,最后一个桶在反向结束后才发出,总是暴露。</p>';
+      + '<p class="pb-note">模型的简化：理想 ring，不计每轮延迟与争用；梯度通信只能藏在反向里，最后一个桶在反向结束后才发出，总是暴露。</p>';
   },
   zero(o) {
     const rows = o.rows.map((r) => `<tr data-stage="${r.stage}"><th scope="row">${NAMES[r.stage]}</th><td>${B(r.param_state)}</td><td>${B(r.grad_state)}</td><td>${B(r.optim_state)}</td><td data-out="total${r.stage}">${B(r.total)}</td><td data-out="fits${r.stage}">${r.fits ? '放得下' : '放不下'}</td><td data-out="comm${r.stage}">${B(r.send_per_rank)}</td><td>${r.relative_to_ddp === null ? '—' : `${trim(r.relative_to_ddp)}×`}</td></tr>`).join('');
     const best = o.smallest_fitting_stage;
-    return `<table class="pb-table"><thead><tr><th>方案</th><th>参数</th><th>梯度</th><th>优化器</th><th>合计/卡</th><th>${esc('≤ 显存?')}</th><th>每 rank 每步发送</th><th>相对 DDP</th></tr></thead><tbody>${rows}</tbody></table>`
-      + `<p data-out="fit">${best === null ? '四种方案的常驻状态都放不下这块卡。' : `最低放得下的方案:${NAMES[best]}。`}</p>`
+    return `<table class="pb-table"><thead><tr><th>方案</th><th>参数</th><th>梯度</th><th>优化器</th><th>合计/卡</th><th>${esc('≤ 显存？')}</th><th>每 rank 每步发送</th><th>相对 DDP</th></tr></thead><tbody>${rows}</tbody></table>`
+      + `<p data-out="fit">${best === null ? '四种方案的常驻状态都放不下这块卡。' : `最低放得下的方案：${NAMES[best]}。`}</p>`
       + zeroBars(o)
-      + '<p class="pb-note">只算常驻模型状态:激活、临时 all-gather、预取与通信缓冲另计,实际峰值会更高。'
-      + '通信按理想 ring 计:ZeRO-1/2 的 reduce-scatter + all-gather 与 DDP 的 all-reduce 一样多,ZeRO-3 多一次参数 all-gather,约 1.5 倍(ZeRO 论文第 7 节)。</p>';
+      + '<p class="pb-note">只算常驻模型状态：激活、临时 all-gather、预取与通信缓冲另计，实际峰值会更高。'
+      + '通信按理想 ring 计：ZeRO-1/2 的 reduce-scatter + all-gather 与 DDP 的 all-reduce 一样多，ZeRO-3 多一次参数 all-gather，约 1.5 倍（ZeRO 论文第 7 节）。</p>';
   },
   pipeline(o) {
     return dl([
@@ -149,10 +149,10 @@ const OUTPUTS = {
   tp(o) {
     return dl([
       ['message', '每次 all-reduce 的消息 b·s·h·字节', B(o.message)],
-      ['allreduces_per_layer', '每层 all-reduce 次数(前向 2 + 反向 2)', String(o.allreduces_per_layer)],
-      ['per_layer', '每层 all-reduce 数据量', B(o.per_layer)], ['per_step', '每步(所有层)', B(o.per_step)],
-      ['send_per_rank_per_layer', '每个 TP rank 每层发送(ring)', B(o.send_per_rank_per_layer)],
-      ['send_per_rank_per_step', '每个 TP rank 每步发送(ring)', B(o.send_per_rank_per_step)],
+      ['allreduces_per_layer', '每层 all-reduce 次数（前向 2 + 反向 2）', String(o.allreduces_per_layer)],
+      ['per_layer', '每层 all-reduce 数据量', B(o.per_layer)], ['per_step', '每步（所有层）', B(o.per_step)],
+      ['send_per_rank_per_layer', '每个 TP rank 每层发送（ring）', B(o.send_per_rank_per_layer)],
+      ['send_per_rank_per_step', '每个 TP rank 每步发送（ring）', B(o.send_per_rank_per_step)],
     ]);
   },
 };
@@ -238,7 +238,7 @@ class Calc {
       if (errors[name]) e.setAttribute('aria-invalid', 'true'); else e.removeAttribute('aria-invalid');
     }
     if (r.errors) {
-      this.status.textContent = '有输入需要修改(见红字提示),结果暂不显示。';
+      this.status.textContent = '有输入需要修改（见红字提示），结果暂不显示。';
       this.results.innerHTML = '';
       this.el.classList.add('pb-invalid');
       return;
@@ -253,9 +253,9 @@ function mountAll(root = document) {
   for (const el of root.querySelectorAll('.pb-calc[data-calc]:not([data-calc="plan"])')) {  // plan: plan.js
     const kind = el.dataset.calc;
     if (!FIELDS[kind]) {
-      el.textContent = `未知的计算器类型 "${kind}";可用:${Object.keys(FIELDS).join('、')}。`;
+      el.textContent = `未知的计算器类型 “${kind}”；可用：${Object.keys(FIELDS).join('、')}。`;
     } else if (calcs.some((c) => c.kind === kind)) {
-      el.textContent = `本页已有一个 "${kind}" 计算器;每页每种只放一个(网址里的输入按类型保存)。`;
+      el.textContent = `本页已有一个 “${kind}” 计算器；每页每种只放一个（网址里的输入按类型保存）。`;
     } else {
       calcs.push(new Calc(el, kind));
     }
