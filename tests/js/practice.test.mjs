@@ -71,6 +71,6 @@ test('corrupted progress in storage reads as empty, bad entries are dropped', ()
   for (const bad of ['{', 'null', '[]', '"x"', '{"q":5}', '{"q":{"a":{"n":-1,"ok":0}}}', '{"q":{"a":{"n":1,"ok":2}}}']) {
     assert.deepEqual(P.load(store(bad)), {}, bad);
   }
-  assert.deepEqual(P.load(store('{"v":1,"q":{"a":{"n":3,"ok":1},"b":"x"}}')), { a: { n: 3, ok: 1 } });
+  assert.deepEqual(P.load(store('{"v":1,"q":{"a":{"n":3,"ok":1},"b":"x","c":null,"d":{"n":2,"ok":-1}}}')), { a: { n: 3, ok: 1 } });
   assert.deepEqual(P.load({ getItem() { throw new Error('denied'); } }), {});
 });

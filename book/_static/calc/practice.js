@@ -95,12 +95,12 @@ const B = {
   slow_rank(a) { const t = arr(a); return t.indexOf(Math.max(...t)); },
 };
 const stepX = (a, o) => { const c = commOf(a), s = st(a, c, o, 2 / 3, (a.last || 0) / 1e3); return { comm: c, per: s.compute_per_rank, hidden: s.hidden_comm, backward: s.backward, speedup: s.speedup, step: s.step }; };
-const zeroX = (a) => ({ z0: zeroTotal(a.params * 1e9, a.dp, 0), z1: zeroTotal(a.params * 1e9, a.dp, 1), z2: zeroTotal(a.params * 1e9, a.dp, 2), z3: zeroTotal(a.params * 1e9, a.dp, 3) });
+const zeroX = (a) => Object.fromEntries([0, 1, 2, 3].map((s) => [`z${s}`, zeroTotal(a.params * 1e9, a.dp, s)]));
 const tpX = (a) => { const { msg, per } = tpc(a); return { message: msg, per_layer: per }; };
 const waitX = (a) => ({ last: Math.max(...arr(a)) });
 const X = {
   ring_send: (a) => ({ factor: sendFactor(a.ranks) }), ring_bound: (a) => ({ send: ringOf(a).send_per_rank }),
-  dp_weight: (a) => ({ mean: sum(a.grads) / a.grads.length }), buggy_weight: (a) => ({ mean: sum(a.grads) / a.grads.length }),
+  dp_weight: (a) => ({ mean: sum(a.grads) / a.grads.length }), buggy_weight: (a) => X.dp_weight(a),
   step: (a) => stepX(a, 0), overlap_step: (a) => stepX(a, 1), full_overlap: (a) => stepX(a, 1),
   zero_state: zeroX, zero_peak: zeroX, smallest_stage: zeroX, zero_send: (a) => ({ ddp: zeroSend(a, 0) }),
   tp_send_layer: tpX, tp_step: tpX, straggler_step: waitX, straggler_wait: waitX, slow_rank: waitX,
@@ -168,19 +168,17 @@ function check(q, params, text, bank) {
 }
 
 // == progress in localStorage (never sent)
-function load(store) {
+// Anything unreadable or out of shape counts as no progress; the next save writes a clean record.
+function load(s) {
+  const out = {};
   try {
-    const d = JSON.parse(store.getItem(KEY) || '{}');
-    const out = {};
-    if (d && typeof d === 'object' && d.q && typeof d.q === 'object') {
-      for (const [id, r] of Object.entries(d.q)) {
-        if (r && Number.isInteger(r.n) && r.n >= 0 && Number.isInteger(r.ok) && r.ok >= 0 && r.ok <= r.n) out[id] = { n: r.n, ok: r.ok };
-      }
+    for (const [id, r] of Object.entries(JSON.parse(s.getItem(KEY)).q)) {
+      if (r && Number.isInteger(r.n) && Number.isInteger(r.ok) && r.ok >= 0 && r.ok <= r.n) out[id] = { n: r.n, ok: r.ok };
     }
-    return out;
   } catch (e) { return {}; }
+  return out;
 }
-function save(store, rec) { try { store.setItem(KEY, JSON.stringify({ v: 1, q: rec })); } catch (e) { /* storage off or full: progress is only not kept */ } }
+function save(s, rec) { try { s.setItem(KEY, JSON.stringify({ v: 1, q: rec })); } catch (e) { /* full or off */ } }
 
 // == the page
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls; if (text !== undefined) n.textContent = text; return n; };
@@ -190,9 +188,8 @@ function setUrlSeed(id, seed) {
   if (seed) u.searchParams.set(`p-${id}`, seed); else u.searchParams.delete(`p-${id}`);
   history.replaceState(history.state, '', u);
 }
-let store = null;
-try { store = root.localStorage; } catch (e) { store = null; }
-const memory = { getItem: () => null, setItem() {} };
+let store = { getItem: () => null, setItem() {} };  // when storage is off, progress is only not kept
+try { store = root.localStorage || store; } catch (e) { /* keep the stand-in */ }
 
 function mountBox(box, q, bank, all) {
   const T = bank.text, id = `pb-q-${q.id.replace(/\W/g, '-')}`;
@@ -213,9 +210,9 @@ function mountBox(box, q, bank, all) {
     const r = check(q, params, input.value, bank);
     fb.textContent = r.message; fb.className = `pb-q-fb pb-q-${r.status}`;
     if (r.status !== 'error') {
-      const cur = load(store || memory), mine = cur[q.id] || { n: 0, ok: 0 };  // another tab may have saved
+      const cur = load(store), mine = cur[q.id] || { n: 0, ok: 0 };  // another tab may have saved
       mine.n += 1; mine.ok += r.status === 'ok' ? 1 : 0; cur[q.id] = all[q.id] = mine;
-      save(store || memory, cur);
+      save(store, cur);
       tried = true; sol.hidden = false; status();
     }
   });
@@ -227,7 +224,7 @@ function mountBox(box, q, bank, all) {
 }
 
 function mountSummary(box, bank) {
-  const rec = load(store || memory), table = el('table', 'pb-q-summary'), head = el('tr');
+  const rec = load(store), table = el('table', 'pb-q-summary'), head = el('tr');
   for (const h of bank.text.head) head.append(el('th', '', h));
   table.append(head);
   for (const [ch, ids] of Object.entries(bank.index || {})) {
@@ -242,7 +239,7 @@ function mountSummary(box, bank) {
 function mountAll() {
   let bank;
   try { bank = JSON.parse(document.getElementById('pb-bank').textContent); } catch (e) { return; }
-  const byId = Object.fromEntries(bank.questions.map((q) => [q.id, q])), all = load(store || memory);
+  const byId = Object.fromEntries(bank.questions.map((q) => [q.id, q])), all = load(store);
   document.querySelectorAll('.pb-practice[data-q]').forEach((box) => { if (byId[box.dataset.q]) mountBox(box, byId[box.dataset.q], bank, all); });
   document.querySelectorAll('.pb-practice-summary').forEach((box) => mountSummary(box, bank));
 }
