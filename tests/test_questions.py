@@ -232,3 +232,23 @@ def test_practice_mounts_are_plain_html_blocks():
         for block in re.findall(r"(?:^<div class=\"pb-practice[^\n]*\n)+", text, flags=re.M):
             start = text.index(block)
             assert text[start - 2:start] == "\n\n" and text[start + len(block):start + len(block) + 1] in ("\n", ""), md.name
+
+
+def test_pages_with_practice_depend_on_the_bank():
+    """Is a page that mounts a practice box re-written when a question, the grader's wording or a formula changes?"""
+    from types import SimpleNamespace
+
+    from parallel_budget.book import sphinxext
+
+    def deps(source):
+        noted = []
+        env = SimpleNamespace(docname="p", note_dependency=noted.append)
+        sphinxext._note_package_dependencies(SimpleNamespace(env=env), "p", [source])
+        return {p.replace("\\\\", "/").split("/work/")[-1].split("/", 1)[-1] for p in noted}
+
+    box = deps('<div class="pb-practice" data-q="ring.ex1_send"></div>')
+    for f in ("parallel_budget/questions/ring.py", "parallel_budget/grading/diagnose.py", "parallel_budget/model/communication.py"):
+        assert any(p.endswith(f) for p in box), f
+    summary = deps('<div class="pb-practice-summary"></div>')
+    assert any(p.endswith("book/tp-pp.md") for p in summary)
+    assert not deps("<p>prose only</p>")

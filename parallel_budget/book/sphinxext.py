@@ -79,7 +79,14 @@ def _add_tools(app, pagename, templatename, context, doctree):
 def _note_package_dependencies(app, docname, source):
     """Make a page that imports parallel_budget outdated whenever a package file it needs changes."""
     assert app.env.docname == docname  # note_dependency notes for the page being read
-    for path in sorted(builddeps.page_dependencies(source[0])):
+    deps = builddeps.page_dependencies(source[0])
+    if PRACTICE.search(source[0]):  # the page carries the bank's data for its practice boxes (questions.site)
+        deps |= builddeps.page_dependencies("from parallel_budget.questions import site\n")
+        if "pb-practice-summary" in source[0]:  # the summary names every chapter by its title
+            from ..questions import CHAPTERS
+
+            deps |= {builddeps.ROOT.parent / "book" / f"{c}.md" for c in CHAPTERS}
+    for path in sorted(deps):
         app.env.note_dependency(str(path))
 
 
