@@ -84,6 +84,18 @@ PRACTICE_JS = """async ([answers, n]) => {
   return times;
 }"""
 
+# The same answers through PBPractice.check alone (reading, expected value, mistakes, wording; no DOM).
+CHECK_JS = """([answers, n]) => {
+  const bank = JSON.parse(document.getElementById('pb-bank').textContent), P = window.PBPractice, times = [];
+  for (let i = 0; i < n; i++) {
+    const q = bank.questions[i % bank.questions.length], params = P.generate(q, i % 7);
+    const t0 = performance.now();
+    P.check(q, params, answers[i % answers.length], bank);
+    times.push(performance.now() - t0);
+  }
+  return times;
+}"""
+
 
 def asset_bytes() -> dict:
     return {p.name: p.stat().st_size for p in sorted(ASSETS.iterdir()) if p.suffix in (".js", ".css") and p.name != "plan.js"}
@@ -140,9 +152,11 @@ def main(argv=None) -> int:
                 page.goto(f"{url}/book/ring-allreduce.html")
                 page.wait_for_selector('.pb-practice[data-q] .pb-q-src')
                 times = page.evaluate(PRACTICE_JS, [PRACTICE_ANSWERS, args.events])
+                checks = page.evaluate(CHECK_JS, [PRACTICE_ANSWERS, args.events])
                 page.close()
                 print(f"run {run}: practice answer -> feedback, {args.events} submits")
                 print(f"  practice  {summary(times)}")
+                print(f"  check()   {summary(checks)}   (the twin alone, no DOM)")
                 print(f"  target max <= 16 ms: {'met' if max(times) <= 16 else 'NOT met'}")
         finally:
             browser.close()

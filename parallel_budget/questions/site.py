@@ -65,7 +65,8 @@ def label(q) -> str:
         example = {"GB": "“1500 MB”", "MB": "“0.5 GB”", "ms": "“0.2 s”"}.get(unit, f"“1.5 {unit}”")
         return f"你的答案 {q.answer}（纯数字按 {unit} 理解；也可带单位，如 {example}）"
     return {"fraction": f"你的答案 {q.answer}（小数或百分数，如 0.455 或 45.5%）",
-            "int": f"你的答案 {q.answer}（整数；都不行时写 None）"}.get(q.kind, f"你的答案 {q.answer}（纯数字）")
+            "int": f"你的答案 {q.answer}（整数" + ("；哪个阶段都放不下时写 None）" if q.builder == "smallest_stage" else "）")
+            }.get(q.kind, f"你的答案 {q.answer}（纯数字）")
 
 
 def question_data(q) -> dict:
