@@ -31,7 +31,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
 fi
 echo "setup: installing requirements.txt into $VENV"
-"$VENV/bin/pip" install -q -r requirements.txt
+# --no-compile: byte-compiling every installed package (torch alone has thousands of modules) is a large
+# share of a warm-cache install; Python compiles what is imported, once, on first use.
+"$VENV/bin/pip" install -q --no-compile -r requirements.txt
 # JupyterLab settings shipped inside the venv (nothing in $HOME): a double-click opens a chapter
 # (MyST .md) as a notebook through jupytext, and JupyterLab fetches no news and checks no updates.
 "$VENV/bin/python" - "$VENV" scripts/jupyterlab-overrides.json <<'PY'

@@ -232,15 +232,16 @@ def test_ring_lab_runs_four_ranks_by_default(lab):
 
 def test_logs_are_deleted_after_success_and_kept_on_request_or_failure(tmp_path):
     """No log directory is left behind by a good run, unless asked; a failed run keeps its logs."""
-    from parallel_budget.labs import LabError
+    from parallel_budget.labs import LabError, LabTimeout
 
-    ok = run_lab("floor", log_dir=tmp_path)
+    ok = run_lab("floor", log_dir=tmp_path, timeout=180)  # generous: the shared 2-core machine is slow
     assert not ok.logs_kept and not ok.run_dir.exists() and str(ok.run_dir) not in ok.text()
     assert "日志已删除" in ok.text()
-    kept = run_lab("floor", log_dir=tmp_path, keep_logs=True)
+    kept = run_lab("floor", log_dir=tmp_path, keep_logs=True, timeout=180)
     assert kept.logs_kept and (kept.run_dir / "0" / "stdout.log").exists() and str(kept.run_dir) in kept.text()
     with pytest.raises(LabError) as info:
-        run_lab("floor", log_dir=tmp_path, fail_rank=1)
+        run_lab("floor", log_dir=tmp_path, fail_rank=1, timeout=180)
+    assert not isinstance(info.value, LabTimeout), str(info.value)
     assert info.value.result.logs_kept and (info.value.result.run_dir / "1" / "stderr.log").exists()
 
 
