@@ -254,3 +254,20 @@ def test_every_released_notebook_starts_with_how_to_get_the_package():
         first = _text(_cells(path)[0])
         assert "pip install parallel_budget-*.whl" in first and "pip install -e ." in first, path.name
         assert "Restart Kernel and Run All Cells…" in first, path.name  # JupyterLab 4's menu name
+
+
+ASCII_NEXT_TO_HAN = re.compile(r"[\u4e00-\u9fff][,;:?!()]|[,;:?!()][\u4e00-\u9fff]")
+TERMS = [r"互联", r"微批(?!次)", r"(?<![(（])\bhang\b(?![)）_])"]
+
+
+def test_exercise_text_is_typeset_like_the_book():
+    """Does no released notebook's text put ASCII , ; : ? ! ( ) next to Chinese, or use a term the book replaced?"""
+    found = []
+    for path in sorted((ROOT / "exercises" / "lesson").glob("*.ipynb")):
+        for cell in _cells(path):
+            if cell["cell_type"] != "markdown":
+                continue
+            prose = re.sub(r"```.*?```|`[^`]*`|\$[^$]*\$", "", _text(cell), flags=re.S)
+            found += [(path.name, prose[max(0, m.start() - 10): m.end() + 10]) for m in ASCII_NEXT_TO_HAN.finditer(prose)]
+            found += [(path.name, m.group(0)) for t in TERMS for m in re.finditer(t, prose)]
+    assert not found, found

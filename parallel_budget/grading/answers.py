@@ -77,10 +77,10 @@ def _genuine_quantity(value, name: str):
     except AttributeError:
         items = None
     if items is None:
-        raise AnswerError(f"变量 {name} 是一个无法识别的 Quantity 对象。请改写成字符串,例如 {name} = \"3 GB\"。")
+        raise AnswerError(f"变量 {name} 是一个无法识别的 Quantity 对象。请改写成字符串，例如 {name} = \"3 GB\"。")
     number = _genuine_number(mag)
     if number is None:
-        raise AnswerError(f"变量 {name} 的数值部分不是普通的数({type(mag).__name__})。请写成 {name} = \"3 GB\" 这样的形式。")
+        raise AnswerError(f"变量 {name} 的数值部分不是普通的数（{type(mag).__name__}）。请写成 {name} = \"3 GB\" 这样的形式。")
     parts = []
     for unit, exp in items:
         e = _genuine_number(exp)
@@ -113,7 +113,7 @@ def _example(name: str) -> str:
     spec = unit_of(name)
     if spec is None:
         return f"{name} = 1.5"
-    return f"{name} = 1.5(按 {spec[1]})或 {name} = \"1.5 {spec[1]}\""
+    return f"{name} = 1.5（按 {spec[1]}）或 {name} = \"1.5 {spec[1]}\""
 
 
 def read_answer(name: str, value, kind: str | None = None):
@@ -128,7 +128,7 @@ def read_answer(name: str, value, kind: str | None = None):
     if value is None or value is Ellipsis:
         raise AnswerError(f"变量 {name} 还没有赋值。请写例如 {_example(name)}。")
     if isinstance(value, bool):
-        raise AnswerError(f"变量 {name} 需要{KIND_ZH.get(kind, kind)},收到布尔值 {value!r}。例如 {_example(name)}。")
+        raise AnswerError(f"变量 {name} 需要{KIND_ZH.get(kind, kind)}，收到布尔值 {value!r}。例如 {_example(name)}。")
     number = _genuine_number(value)
     if kind in ("number", "fraction"):
         if number is None and isinstance(value, str):
@@ -137,18 +137,18 @@ def read_answer(name: str, value, kind: str | None = None):
                 number = float(text[:-1]) / 100 if kind == "fraction" and text.endswith("%") else float(text)
             except ValueError:
                 raise AnswerError(
-                    f"变量 {name} 需要一个纯数字,收到 {describe(value)}。例如 {name} = 0.455"
+                    f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 0.455"
                     + ("或 \"45.5%\"。" if kind == "fraction" else "。")
                 ) from None
         if number is None:
-            raise AnswerError(f"变量 {name} 需要一个纯数字,收到 {describe(value)}。例如 {name} = 1.5。")
+            raise AnswerError(f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 1.5。")
         if not math.isfinite(number):
-            raise AnswerError(f"变量 {name} 必须是有限的数,收到 {describe(value)}。")
+            raise AnswerError(f"变量 {name} 必须是有限的数，收到 {describe(value)}。")
         if kind == "fraction":
             _check_fraction(name, number, value)
         return number
     if spec is None:
-        raise AnswerError(f"变量名 {name} 没有单位后缀,无法按 {kind} 读取。")
+        raise AnswerError(f"变量名 {name} 没有单位后缀，无法按 {kind} 读取。")
     if number is not None:
         value = Q_(number, spec[1])
     elif isinstance(value, str):
@@ -163,7 +163,7 @@ def read_answer(name: str, value, kind: str | None = None):
             ) from None
     else:
         raise AnswerError(
-            f"变量 {name} 需要{KIND_ZH[kind]}:数字(按 {spec[1]})、带单位的字符串或 pint Quantity,"
+            f"变量 {name} 需要{KIND_ZH[kind]}：数字（按 {spec[1]}）、带单位的字符串或 pint Quantity，"
             f"收到 {describe(value)}。例如 {_example(name)}。"
         )
     try:
@@ -176,7 +176,17 @@ def read_answer(name: str, value, kind: str | None = None):
 def _suffix_message(message: str, name: str, spec) -> str:
     """The parser's message, retold for an answer variable: a bare number is in the name's unit, not SI."""
     message = message.replace(f"参数 {name}", f"变量 {name}", 1)
-    return re.sub(r"也可给纯数字,按 [^。]*? 理解", f"也可给纯数字,按变量名后缀的 {spec[1]} 理解", message)
+    message = re.sub(r"也可给纯数字[,，]按 [^。]*? 理解", f"也可给纯数字，按变量名后缀的 {spec[1]} 理解", message)
+    return _full_width(message)
+
+
+_FULL_WIDTH = {",": "，", ";": "；", ":": "："}
+_ASCII_NEXT_TO_HAN = re.compile(r"(?<=[\u4e00-\u9fff])[,;:]|[,;:](?=[\u4e00-\u9fff])")
+
+
+def _full_width(message: str) -> str:
+    """The parser's ASCII , ; : next to Chinese in full width, as in the rest of the feedback."""
+    return _ASCII_NEXT_TO_HAN.sub(lambda m: _FULL_WIDTH[m.group()], message)
 
 
 def _check_fraction(name: str, number: float, value) -> None:
@@ -186,10 +196,10 @@ def _check_fraction(name: str, number: float, value) -> None:
     if 1 < number <= 100 and not (isinstance(value, str) and str.__str__(value).strip().endswith("%")):
         share = f"{number / 100:.4g}"
         raise AnswerError(
-            f"变量 {name} 是 0 到 1 之间的比例,收到 {describe(value)}。"
-            f"如果你指的是 {number:g}%,请写 {name} = {share} 或 {name} = \"{number:g}%\"。"
+            f"变量 {name} 是 0 到 1 之间的比例，收到 {describe(value)}。"
+            f"如果你指的是 {number:g}%，请写 {name} = {share} 或 {name} = \"{number:g}%\"。"
         )
-    raise AnswerError(f"变量 {name} 是 0 到 1 之间的比例(或 \"0%\" 到 \"100%\"),收到 {describe(value)}。")
+    raise AnswerError(f"变量 {name} 是 0 到 1 之间的比例（或 \"0%\" 到 \"100%\"），收到 {describe(value)}。")
 
 
 _INT_TEXT = re.compile(r"^[+-]?\d+$")
@@ -203,19 +213,19 @@ def read_int(name: str, value, allow_none: bool = False):
     """
     if value is None and allow_none:
         return None
-    also = "(或 None)" if allow_none else ""
+    also = "（或 None）" if allow_none else ""
     if value is None or value is Ellipsis:
-        raise AnswerError(f"变量 {name} 还没有赋值。请写一个整数{also},例如 {name} = 2。")
+        raise AnswerError(f"变量 {name} 还没有赋值。请写一个整数{also}，例如 {name} = 2。")
     if isinstance(value, bool):
-        raise AnswerError(f"变量 {name} 需要整数{also},收到布尔值 {value!r}。例如 {name} = 2。")
+        raise AnswerError(f"变量 {name} 需要整数{also}，收到布尔值 {value!r}。例如 {name} = 2。")
     if isinstance(value, int):
         return int.__int__(value)
     if isinstance(value, str):
         text = str.__str__(value).strip()
         if _INT_TEXT.match(text):
             return int(text)
-        raise AnswerError(f"变量 {name} 需要整数{also},收到字符串 {describe(value)}。请直接写数字,例如 {name} = 2。")
+        raise AnswerError(f"变量 {name} 需要整数{also}，收到字符串 {describe(value)}。请直接写数字，例如 {name} = 2。")
     number = _genuine_number(value)
     if number is not None and math.isfinite(number) and float(number).is_integer():
         return int(number)
-    raise AnswerError(f"变量 {name} 需要整数{also},收到 {describe(value)}。例如 {name} = 2。")
+    raise AnswerError(f"变量 {name} 需要整数{also}，收到 {describe(value)}。例如 {name} = 2。")

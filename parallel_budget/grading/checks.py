@@ -49,7 +49,7 @@ def _fail(message: str):
 
 
 def _receipt(text: str) -> None:
-    _print(f"{PRACTICE_OK}:{text}" if _state["practice"] else f"{RECEIPT}:{text}")
+    _print(f"{PRACTICE_OK}：{text}" if _state["practice"] else f"{RECEIPT}：{text}")
 
 
 def _read(name, given, kind):
@@ -71,27 +71,27 @@ def _shown(q, unit=None):
 
 
 def visible(name: str, given, kind: str | None = None) -> None:
-    """可见测试:检查 ``given`` 能否按变量名约定读成正确的量纲(不看数值)。"""
+    """可见测试：检查 ``given`` 能否按变量名约定读成正确的量纲（不看数值）。"""
     __tracebackhide__ = True
     q = _read(name, given, kind)
-    _receipt(f"{name} 读作 {_shown(q, _unit(name))},类型与单位正确(可见测试不看数值)")
+    _receipt(f"{name} 读作 {_shown(q, _unit(name))}，类型与单位正确（可见测试不看数值）")
 
 
 def value(name: str, given, expected: Expected, kind: str | None = None) -> None:
-    """检查数值:在容差内等于 ``expected``;否则说出最可能的错误。"""
+    """检查数值：在容差内等于 ``expected``；否则说出最可能的错误。"""
     __tracebackhide__ = True
     q = _read(name, given, kind)
     unit = _unit(name, expected.unit)
     if hasattr(expected.value, "units") and (not hasattr(q, "units") or q.dimensionality != expected.value.dimensionality):
-        _fail(f"{name} 的量纲不对:收到 {describe(given)},需要和 {_shown(expected.value, unit)} 同类的量。")
+        _fail(f"{name} 的量纲不对：收到 {describe(given)}，需要和 {_shown(expected.value, unit)} 同类的量。")
     if expected.matches(q):
         _receipt(f"{name} 的数值正确")
         return
     shown = _shown(q, unit)
     why = diagnose(expected, q) or unit_slip(name, given, expected)
     if why:
-        _fail(f"{name} = {shown} 不对。\n可能的错误:{why}。")
-    _fail(f"{name} = {shown} 不对(容差 {expected.rel_tol:.0%})。\n请对照公式逐项检查单位和系数。")
+        _fail(f"{name} = {shown} 不对。\n可能的错误：{why}。")
+    _fail(f"{name} = {shown} 不对（容差 {expected.rel_tol:.0%}）。\n请对照公式逐项检查单位和系数。")
 
 
 def _read_int(name, given, allow_none):
@@ -104,20 +104,20 @@ def _read_int(name, given, allow_none):
 
 
 def exact(name: str, given, right, hint: str = "", allow_none: bool = False) -> None:
-    """检查整数、选项字母或 True/False 这类必须完全相同的答案(不调用学生对象的方法)。
+    """检查整数、选项字母或 True/False 这类必须完全相同的答案（不调用学生对象的方法）。
 
-    整数答案也接受 ``2.0``、``"2"`` 和 numpy 整数;``allow_none`` 时 ``None`` 是一个可选的答案。
+    整数答案也接受 ``2.0``、``"2"`` 和 numpy 整数；``allow_none`` 时 ``None`` 是一个可选的答案。
     """
     __tracebackhide__ = True
     if right is None or type(right) is int:
         ok = _read_int(name, given, allow_none or right is None) == right
     elif type(right) is str:
         if not isinstance(given, str):
-            _fail(f"{name} 需要字符串,收到 {describe(given)}。")
+            _fail(f"{name} 需要字符串，收到 {describe(given)}。")
         ok = str.__str__(given).strip().upper() == right.upper()
     elif type(right) is bool:
         if type(given) is not bool:
-            _fail(f"{name} 需要 True 或 False,收到 {describe(given)}。")
+            _fail(f"{name} 需要 True 或 False，收到 {describe(given)}。")
         ok = given is right
     else:
         raise TypeError(f"exact() 不支持 {type(right).__name__}")
@@ -128,7 +128,7 @@ def exact(name: str, given, right, hint: str = "", allow_none: bool = False) -> 
 
 
 def kind_is(name: str, given, type_: type, allow_none: bool = False) -> None:
-    """可见测试:检查答案的类型(整数、字符串、函数),不看对错。"""
+    """可见测试：检查答案的类型（整数、字符串、函数），不看对错。"""
     __tracebackhide__ = True
     if type_ is int:
         _read_int(name, given, allow_none)
@@ -136,16 +136,16 @@ def kind_is(name: str, given, type_: type, allow_none: bool = False) -> None:
         ok = callable(given) if type_ is callable else type(given) is type_ or (allow_none and given is None)
         names = {str: "字符串", bool: "True 或 False", callable: "函数"}
         if not ok:
-            _fail(f"{name} 需要{names.get(type_, type_)},收到 {describe(given)}。")
-    _receipt(f"{name} 的类型正确(可见测试不看对错)")
+            _fail(f"{name} 需要{names.get(type_, type_)}，收到 {describe(given)}。")
+    _receipt(f"{name} 的类型正确（可见测试不看对错）")
 
 
 @contextlib.contextmanager
 def practice(name: str):
-    """练习自测(不计分):运行与评分相同的检查,把结果打印出来而不是报错。
+    """练习自测（不计分）：运行与评分相同的检查，把结果打印出来而不是报错。
 
     ``with checks.practice("lower_bound_ms"): checks.value(...)`` prints
-    "✔ 练习自测:……" or "✘ 练习自测:" and the grader's feedback, in two or
+    "✔ 练习自测：……" or "✘ 练习自测：" and the grader's feedback, in two or
     three lines, and lets the next cells run.
     """
     previous = _state["practice"]
@@ -153,10 +153,10 @@ def practice(name: str):
     try:
         yield
     except CheckFailed as exc:
-        _print(f"{PRACTICE_FAIL}({name}):{exc}")
+        _print(f"{PRACTICE_FAIL}（{name}）：{exc}")
     except NameError as exc:
-        _print(f"{PRACTICE_FAIL}({name}):还没有定义 {exc.name}。先运行上面的答题单元。")
+        _print(f"{PRACTICE_FAIL}（{name}）：还没有定义 {exc.name}。先运行上面的答题单元。")
     except Exception as exc:  # the student's own function failed inside a check
-        _print(f"{PRACTICE_FAIL}({name}):检查时你的代码抛出了 {type(exc).__name__}: {exc}")
+        _print(f"{PRACTICE_FAIL}（{name}）：检查时你的代码抛出了 {type(exc).__name__}: {exc}")
     finally:
         _state["practice"] = previous

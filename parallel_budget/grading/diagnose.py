@@ -23,30 +23,30 @@ from ..model.update import data_parallel_update
 
 # The slips the issue names, with the feedback sentence each one gets.
 MISTAKES = {
-    "bits": "把比特当成了字节(或反过来),结果差 8 倍:GB/s 是字节每秒,Gb/s 是比特每秒",
-    "recv": "把接收量也算进了发送量(多乘了 2);每 rank 的发送和接收同时进行,下界只看单向",
-    "total": "算成了全网所有 rank 的发送总量(多乘了 R);题目要的是每个 rank 的量",
-    "gib": "用了 GiB(2^30 字节)而不是本课程的十进制 GB(10^9 字节)",
-    "ring_fraction": "漏掉了 (R-1)/R:每 rank 只发送 R-1 轮、每轮 G/R",
+    "bits": "把比特当成了字节（或反过来），结果差 8 倍：GB/s 是字节每秒，Gb/s 是比特每秒",
+    "recv": "把接收量也算进了发送量（多乘了 2）；每 rank 的发送和接收同时进行，下界只看单向",
+    "total": "算成了全网所有 rank 的发送总量（多乘了 R）；题目要的是每个 rank 的量",
+    "gib": "用了 GiB（2^30 字节）而不是本课程的十进制 GB（10^9 字节）",
+    "ring_fraction": "漏掉了 (R-1)/R：每 rank 只发送 R-1 轮、每轮 G/R",
     "factor2": "漏掉了系数 2:ring all-reduce 有 reduce-scatter 和 all-gather 两个阶段",
-    "mean_twice": "平均做了两次:all-reduce 已经求平均,又除了一次 R",
-    "sum": "all-reduce 求和后没有除以 R,梯度被放大了 R 倍",
-    "act_over_d": "把激活也除以了 D:激活跟输入和执行计划有关,数据并行分片不会缩小它",
-    "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m;题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
+    "mean_twice": "平均做了两次：all-reduce 已经求平均，又除了一次 R",
+    "sum": "all-reduce 求和后没有除以 R，梯度被放大了 R 倍",
+    "act_over_d": "把激活也除以了 D：激活跟输入和执行计划有关，数据并行分片不会缩小它",
+    "bubble_convention": "用了“气泡时间 / 理想时间”(p-1)/m；题目问的是空闲占整步的比例 (p-1)/(m+p-1)",
     "comm_twice": "通信时间按发送加接收算了两遍",
-    "no_split": "单卡计算时间没有除以 R(固定全局 batch 时每卡只算 1/R)",
-    "tp_forward_only": "只算了前向的两次 all-reduce;反向传播还有两次,每层一共四次",
-    "tp_no_ring": "算成了每层 all-reduce 的数据量本身;ring 里每个 rank 要发送 2(t-1)/t 倍",
-    "mean_arrival": "用了各 rank 到达时间的平均值;集体通信要等最后一个 rank 到达才能完成",
-    "no_comm": "漏掉了通信本身的时间:最后一个 rank 到达之后,all-reduce 还要传完",
-    "wait_with_comm": "把通信时间也算进了等待;等待只是从自己到达到最后一个 rank 到达的那一段",
-    "overlap_compute": "把整段计算都当成了能藏通信的时间;DDP 的梯度通信只能藏在反向传播(约占计算的 2/3)后面",
-    "overlap_all": "把通信全部藏起来了;能藏住的不超过反向传播的时间,最后一个桶也总是暴露的",
-    "no_overlap": "没有算重叠:这是通信完全不重叠时的步时",
-    "last_twice": "最后一个桶的通信已经在没藏住的那部分里了,又加了一次",
-    "zero3_as_ddp": "这是 DDP(也是 ZeRO-1/2)的通信量;ZeRO-3 在前向和反向各要 all-gather 一次参数,约为 DDP 的 1.5 倍",
-    "zero3_no_ring": "漏掉了 ring 的系数 (D-1)/D:每个 rank 只发送每次集体通信数据的 (D-1)/D",
-    "correct_code": "这是正确代码的结果;题目问的是这段有问题的代码(平均了两次)更新之后的值",
+    "no_split": "单卡计算时间没有除以 R（固定全局 batch 时每卡只算 1/R）",
+    "tp_forward_only": "只算了前向的两次 all-reduce；反向传播还有两次，每层一共四次",
+    "tp_no_ring": "算成了每层 all-reduce 的数据量本身；ring 里每个 rank 要发送 2(t-1)/t 倍",
+    "mean_arrival": "用了各 rank 到达时间的平均值；集体通信要等最后一个 rank 到达才能完成",
+    "no_comm": "漏掉了通信本身的时间：最后一个 rank 到达之后，all-reduce 还要传完",
+    "wait_with_comm": "把通信时间也算进了等待；等待只是从自己到达到最后一个 rank 到达的那一段",
+    "overlap_compute": "把整段计算都当成了能藏通信的时间；DDP 的梯度通信只能藏在反向传播（约占计算的 2/3）后面",
+    "overlap_all": "把通信全部藏起来了；能藏住的不超过反向传播的时间，最后一个桶也总是暴露的",
+    "no_overlap": "没有算重叠：这是通信完全不重叠时的步时",
+    "last_twice": "最后一个桶的通信已经在没藏住的那部分里了，又加了一次",
+    "zero3_as_ddp": "这是 DDP（也是 ZeRO-1/2）的通信量；ZeRO-3 在前向和反向各要 all-gather 一次参数，约为 DDP 的 1.5 倍",
+    "zero3_no_ring": "漏掉了 ring 的系数 (D-1)/D：每个 rank 只发送每次集体通信数据的 (D-1)/D",
+    "correct_code": "这是正确代码的结果；题目问的是这段有问题的代码（平均了两次）更新之后的值",
 }
 
 # Units a bare number may have been written in by mistake, per answer kind.
@@ -91,7 +91,7 @@ def diagnose(expected: Expected, given) -> str | None:
         if _close(given, value, expected.rel_tol) and not _close(value, expected.value, expected.rel_tol):
             if MISTAKES[key] not in found:
                 found.append(MISTAKES[key])
-    return ";或者".join(found) or None
+    return "；或者".join(found) or None
 
 
 def unit_slip(name: str, given, expected: Expected) -> str | None:
@@ -105,8 +105,8 @@ def unit_slip(name: str, given, expected: Expected) -> str | None:
     for alt in SLIP_UNITS.get(spec[0], ()):
         if alt != spec[1] and expected.matches(Q_(number, alt)):
             right = fmt(expected.value, spec[1], digits=4)
-            return (f"这个数按 {alt} 算是对的,但变量名后缀 _{name.rsplit('_', 1)[-1]} 表示纯数字按 {spec[1]} 理解;"
-                    f"请写 {right.split()[0]},或写带单位的字符串 \"{number:g} {alt}\"")
+            return (f"这个数按 {alt} 算是对的，但变量名后缀 _{name.rsplit('_', 1)[-1]} 表示纯数字按 {spec[1]} 理解；"
+                    f"请写 {right.split()[0]}，或写带单位的字符串 \"{number:g} {alt}\"")
     return None
 
 
