@@ -40,7 +40,7 @@ def _status(q, text: str, verdict: dict) -> str:
     if verdict["ok"]:
         return "ok"
     message = verdict["message"]
-    if "可能的错误:这个数按" in message:
+    if "这个数按" in message and "算是对的" in message:
         return "slip"
     if "可能的错误" in message:
         return "mistake"
