@@ -183,7 +183,7 @@ class LabResult:
         state = "失败" if self.is_failed() else "完成"
         logs = f"日志:{self.run_dir}" if self.logs_kept else "日志已删除(run_lab(..., keep_logs=True) 可保留)"
         return (
-            f"{self.ranks} 个 rank,{state},墙钟时间 {fmt(self.wall_time, 's', 3)};{self.environment_line()};{logs}"
+            f"{self.ranks} 个 rank,{state},墙钟时间 {fmt(self.wall_time, 's', 3)}\uff1b{self.environment_line()};{logs}"
         )
 
     def text(self) -> str:
