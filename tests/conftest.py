@@ -53,3 +53,26 @@ def built_site(tmp_path_factory) -> Path:
         html = build_book(out)
         (out / "built.ok").write_text("ok\n")
         return html
+
+
+def pytest_collection_modifyitems(config, items):
+    """Spread the longest tests (the labs' 20x stress runs, minutes each) evenly through the run.
+
+    pytest-xdist hands each worker a contiguous share of the list (then idle workers steal from the
+    end of busy ones); with the stress runs together they would queue on one worker or form the tail.
+    They go in between modules, so no module-scoped fixture is set up twice.
+    """
+    long = [i for i in items if "stress" in i.nodeid]
+    rest = [i for i in items if "stress" not in i.nodeid]
+    if not long or not rest:
+        return
+    boundaries = [k for k in range(len(rest) + 1)
+                  if k in (0, len(rest)) or rest[k - 1].module is not rest[k].module]
+    step = len(rest) / len(long)
+    slots = [min(boundaries, key=lambda b: abs(b - n * step)) for n in range(len(long))]
+    ordered = []
+    for k, item in enumerate(rest):
+        ordered += [long[n] for n, slot in enumerate(slots) if slot == k]
+        ordered.append(item)
+    ordered += [long[n] for n, slot in enumerate(slots) if slot == len(rest)]
+    items[:] = ordered
