@@ -1,9 +1,13 @@
-"""How long from an input event to updated calculator outputs, in headless Chromium?
+"""How long from an input event to updated calculator outputs or practice feedback, in headless Chromium?
 
 Prints the median, 99th percentile and maximum over N input events (default
-1000) on the calculators page, per calculator and overall, and the total size
-of the calculators' JavaScript and CSS.  Target: max <= 16 ms (one frame), and
-JS + CSS <= 40 KB (40 000 bytes).  It prints figures; it asserts nothing.
+1000) on the calculators page, per calculator and overall, then over N answers
+submitted to the practice boxes of the ring all-reduce chapter (issue 14: the
+answer read, checked against the expected value and its mistakes, feedback and
+progress written), and the total size of the calculators' and practice boxes'
+JavaScript and CSS.  Targets: max <= 16 ms (one frame), and JS + CSS <= 60 KB
+(60 000 bytes, plan.js excluded: it loads only on the plan builder's page).
+It prints figures; it asserts nothing.
 
 Each event runs in its own task (as typed keys do): it sets a field's value,
 dispatches ``input`` and forces a layout (``offsetHeight``), so the time covers
@@ -60,8 +64,41 @@ JS = """async ([events, n]) => {
 }"""
 
 
+# Answers typed into the practice boxes: right, a named mistake, a unit slip, garbage, a wrong dimension.
+PRACTICE_ANSWERS = ["145", "0.145 s", "215", "abc", "3 GB", "4.138", "51.72%", "95", "", "1e999"]
+
+PRACTICE_JS = """async ([answers, n]) => {
+  const boxes = [...document.querySelectorAll('.pb-practice[data-q] form')];
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    await new Promise((r) => setTimeout(r, 0));
+    const form = boxes[i % boxes.length], input = form.querySelector('input');
+    input.value = answers[Math.floor(i / boxes.length) % answers.length];
+    const box = form.closest('.pb-practice'), fb = box.querySelector('.pb-q-fb');
+    const t0 = performance.now();
+    form.requestSubmit();
+    void box.offsetHeight;
+    times.push(performance.now() - t0);
+    if (/NaN|undefined/.test(fb.textContent) || !fb.textContent) throw new Error('bad feedback: ' + fb.textContent);
+  }
+  return times;
+}"""
+
+# The same answers through PBPractice.check alone (reading, expected value, mistakes, wording; no DOM).
+CHECK_JS = """([answers, n]) => {
+  const bank = JSON.parse(document.getElementById('pb-bank').textContent), P = window.PBPractice, times = [];
+  for (let i = 0; i < n; i++) {
+    const q = bank.questions[i % bank.questions.length], params = P.generate(q, i % 7);
+    const t0 = performance.now();
+    P.check(q, params, answers[i % answers.length], bank);
+    times.push(performance.now() - t0);
+  }
+  return times;
+}"""
+
+
 def asset_bytes() -> dict:
-    return {p.name: p.stat().st_size for p in sorted(ASSETS.iterdir()) if p.suffix in (".js", ".css")}
+    return {p.name: p.stat().st_size for p in sorted(ASSETS.iterdir()) if p.suffix in (".js", ".css") and p.name != "plan.js"}
 
 
 def ensure_site(site: Path | None) -> Path:
@@ -93,7 +130,7 @@ def main(argv=None) -> int:
 
     sizes = asset_bytes()
     print("calculator assets:", ", ".join(f"{k} {v} B" for k, v in sizes.items()))
-    print(f"total JS + CSS: {sum(sizes.values())} B (budget 40000 B)")
+    print(f"total JS + CSS (calculators and practice, plan.js apart): {sum(sizes.values())} B (budget 60000 B)")
     print("load average (1, 5, 15 min): %.2f %.2f %.2f on %d CPUs" % (*os.getloadavg(), os.cpu_count()))
     site = ensure_site(args.site)
     with serve(site) as url, sync_playwright() as p:
@@ -111,6 +148,16 @@ def main(argv=None) -> int:
                     print(f"  {kind:<9} {summary([t for k, t in times if k == kind])}")
                 worst = max(t for _, t in times)
                 print(f"  target max <= 16 ms: {'met' if worst <= 16 else 'NOT met'}")
+                page = browser.new_page()
+                page.goto(f"{url}/book/ring-allreduce.html")
+                page.wait_for_selector('.pb-practice[data-q] .pb-q-src')
+                times = page.evaluate(PRACTICE_JS, [PRACTICE_ANSWERS, args.events])
+                checks = page.evaluate(CHECK_JS, [PRACTICE_ANSWERS, args.events])
+                page.close()
+                print(f"run {run}: practice answer -> feedback, {args.events} submits")
+                print(f"  practice  {summary(times)}")
+                print(f"  check()   {summary(checks)}   (the twin alone, no DOM)")
+                print(f"  target max <= 16 ms: {'met' if max(times) <= 16 else 'NOT met'}")
         finally:
             browser.close()
     return 0

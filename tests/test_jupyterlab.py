@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 # Notebook windowing keeps cells out of the page until scrolled to; the test reads every cell.
 USER_SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
-RAW = ["{glue", ":::", "{term}", "{eval}", "{download}", "{raw}", "pb-calc", "glue_text", "remove-input"]
+RAW = ["{glue", ":::", "{term}", "{eval}", "{download}", "{raw}", "pb-calc", "pb-practice", "glue_text", "remove-input"]
 
 
 def shots_dir(tmp: Path) -> Path:

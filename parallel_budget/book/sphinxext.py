@@ -37,6 +37,9 @@ MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
 # The plan builder (a larger script) only where it is mounted, after model.js and before main.js.
 PLAN_JS = "calc/plan.js"
 KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
+# Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.
+PRACTICE = re.compile(r"""class=["']pb-practice""")
+PRACTICE_JS, PRACTICE_CSS = "calc/practice.js", "calc/practice.css"
 
 def _is_online_script(script) -> bool:
     text = str(getattr(script, "filename", "") or "") + str(getattr(script, "attributes", {}).get("body", ""))
@@ -52,6 +55,10 @@ def _drop_online_scripts(app, pagename, templatename, context, doctree):
 def _add_tools(app, pagename, templatename, context, doctree):
     """Load the calculators' module and stylesheet on pages that mount them."""
     body = context.get("body") or ""
+    if PRACTICE.search(body):
+        from ..questions import site  # the bank's data for the boxes this page mounts
+
+        context["body"] = body = site.embed(body)
     if MOUNT.search(body):
         app.add_css_file(CALC_CSS)
         scripts = CALC_JS
@@ -62,12 +69,24 @@ def _add_tools(app, pagename, templatename, context, doctree):
                        PLAN_JS, main)
         for js in scripts:
             app.add_js_file(js, defer="defer")
+    if PRACTICE.search(body):
+        if not MOUNT.search(body):
+            app.add_js_file(CALC_JS[0], defer="defer")
+        app.add_css_file(PRACTICE_CSS)
+        app.add_js_file(PRACTICE_JS, defer="defer")
 
 
 def _note_package_dependencies(app, docname, source):
     """Make a page that imports parallel_budget outdated whenever a package file it needs changes."""
     assert app.env.docname == docname  # note_dependency notes for the page being read
-    for path in sorted(builddeps.page_dependencies(source[0])):
+    deps = builddeps.page_dependencies(source[0])
+    if PRACTICE.search(source[0]):  # the page carries the bank's data for its practice boxes (questions.site)
+        deps |= builddeps.page_dependencies("from parallel_budget.questions import site\n")
+        if "pb-practice-summary" in source[0]:  # the summary names every chapter by its title
+            from ..questions import CHAPTERS
+
+            deps |= {builddeps.ROOT.parent / "book" / f"{c}.md" for c in CHAPTERS}
+    for path in sorted(deps):
         app.env.note_dependency(str(path))
 
 
