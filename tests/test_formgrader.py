@@ -123,7 +123,7 @@ def page(browser, lab):
     page.outside = []
 
     def route(r):
-        if r.request.url.startswith(("http://127.0.0.1", "data:", "blob:")):
+        if r.request.url.startswith(("http://127.0.0.1", "data:", "blob:", "file://")):
             r.continue_()
         else:
             page.outside.append(r.request.url)
@@ -268,3 +268,25 @@ def test_preview_and_live_notebook_open_inside_jupyterlab(lab, page):
     page.wait_for_function("() => [...document.querySelectorAll('.jp-BreadCrumbs, .jp-FileBrowser-crumbs')]"
                            ".some(c => c.textContent.includes('exercises') && c.textContent.includes('lesson'))",
                            timeout=30000)
+
+
+def test_a_failed_save_says_so_in_words(lab, page):
+    """When saving a mark fails (here: the server answers 500), does the page say so instead of a spinning icon?"""
+    course, _, url = lab
+    _open(page, url, _submission_id(course.gradebook, "s3"))
+    page.route("**/formgrader/api/grade/**",
+               lambda r: r.fulfill(status=500, body="{}") if r.request.method == "PUT" else r.continue_())
+    page.fill("input#explain_ex1", "1")
+    page.press("input#explain_ex1", "Tab")
+    page.wait_for_selector("#pb-banner", state="visible", timeout=15000)
+    text = page.inner_text("#pb-banner")
+    assert "没有保存成功" in text and "刷新本页" in text
+
+
+def test_feedback_renders_formulas_offline_from_disk(lab, page):
+    """Opened straight from disk, does a feedback page typeset its formulas with the local MathJax copy?"""
+    course, _, _ = lab
+    path = course.feedback / "s2" / "lesson" / f"{NB}.html"
+    page.goto(path.as_uri())
+    page.wait_for_selector("mjx-container", timeout=20000)
+    assert "测试单元" in page.inner_text("body")

@@ -40,12 +40,18 @@ PB_TABLES = (  # the course's own tables, next to nbgrader's in the same file
     "CREATE TABLE IF NOT EXISTS pb_integrity (student_id TEXT NOT NULL, assignment TEXT NOT NULL,"
     " notebook TEXT, cell TEXT, trick TEXT NOT NULL, detail TEXT)",
     RUN_TABLE,
+    # nbgrader indexes grade and comment by (cell_id, notebook_id) only: without these, finding one
+    # student's rows scans the whole table and a merge of a large class holds the lock for seconds
+    "CREATE INDEX IF NOT EXISTS pb_submitted_notebook ON submitted_notebook (assignment_id)",
+    "CREATE INDEX IF NOT EXISTS pb_grade_notebook ON grade (notebook_id)",
+    "CREATE INDEX IF NOT EXISTS pb_comment_notebook ON comment (notebook_id)",
+    "CREATE INDEX IF NOT EXISTS pb_integrity_student ON pb_integrity (student_id, assignment)",
 )
 
-_MARKS_SQL = (
-    "SELECT n.name, bc.name, {cols} FROM {t} JOIN submitted_notebook sn ON {t}.notebook_id = sn.id "
-    "JOIN notebook n ON sn.notebook_id = n.id JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
-    "JOIN assignment a ON sa.assignment_id = a.id JOIN base_cell bc ON {t}.cell_id = bc.id "
+_MARKS_SQL = (  # CROSS JOIN keeps this order (student first): SQLite would otherwise scan all grades
+    "SELECT n.name, bc.name, {cols} FROM assignment a CROSS JOIN submitted_assignment sa ON sa.assignment_id = a.id "
+    "CROSS JOIN submitted_notebook sn ON sn.assignment_id = sa.id CROSS JOIN {t} ON {t}.notebook_id = sn.id "
+    "JOIN notebook n ON sn.notebook_id = n.id JOIN base_cell bc ON {t}.cell_id = bc.id "
     "WHERE sa.student_id = ? AND a.name = ?")
 
 
