@@ -1,6 +1,6 @@
 """parallel_budget: the quantitative model of the course.
 
-"四张卡,为什么既没省四倍内存,也没快四倍?" -- every number in the book, the
+"四张卡，为什么既没省四倍内存，也没快四倍？" -- every number in the book, the
 in-page calculators, the grader and the labs comes from these functions.
 
 Subpackages, one concern each (a module per concept inside):
