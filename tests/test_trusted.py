@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import json
 
 import pytest
@@ -79,7 +81,7 @@ def test_the_check_runs_here_and_names_the_mistake():
     assert opaque[-1].output_type == "error"
 
 
-@pytest.mark.skipif(unavailable() is not None, reason="needs bubblewrap")
+@pytest.mark.skipif(unavailable() is not None and not os.environ.get("CI"), reason="needs bubblewrap (never skipped on CI)")
 def test_function_answers_run_in_a_sandboxed_host():
     """Is the student's function exercised on hidden cases in a fresh sandboxed interpreter, results as plain data?"""
     import os

@@ -109,7 +109,10 @@ def _clear_sandbox() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
+    keep = sandbox.scratch_mounts()
     for entry in os.scandir(sandbox.SCRATCH):
+        if entry.name in keep:
+            continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
         else:

@@ -99,6 +99,11 @@ def _read_only_paths() -> list[str]:
     return paths
 
 
+def scratch_mounts() -> set[str]:
+    """Names in the scratch folder that hold read-only binds (a venv under /tmp): never emptied."""
+    return {Path(p).relative_to(SCRATCH).parts[0] for p in _read_only_paths() if p.startswith(SCRATCH + "/")}
+
+
 def _parents(path: str, made: set) -> list[str]:
     """``--dir`` arguments (mode 0755) for every missing ancestor, so that no parent's mode hides the path."""
     args = []
@@ -127,7 +132,12 @@ def command(argv: list, limits: Limits, info_fd: int | None = None, *, privilege
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-user", "--disable-userns"]
-    made: set = set()
+    # The scratch tmpfs first: a venv or a checkout that lives under /tmp (a CI clone) is then
+    # bound read-only inside it instead of being hidden by it.
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH,
+             "--perms", "1777", "--size", str(16 * 2**20), "--tmpfs", "/dev/shm", "--chdir", SCRATCH]
+    made: set = {SCRATCH}
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = "/" + name
         if os.path.islink(top):
@@ -136,9 +146,6 @@ def command(argv: list, limits: Limits, info_fd: int | None = None, *, privilege
             args += ["--ro-bind", top, top]
     for path in _read_only_paths() if read_only is None else read_only:
         args += _parents(path, made) + ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH,
-             "--perms", "1777", "--size", str(16 * 2**20), "--tmpfs", "/dev/shm", "--chdir", SCRATCH]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     return args + ["--", *argv]
