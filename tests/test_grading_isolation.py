@@ -3,8 +3,9 @@
 Two real runs of the grade command (sandboxed, two workers, 3 s cell timeout)
 on the same course: a class of ordinary students alone, and the same class
 plus one student per hostile trick below.  Every hostile notebook is a
-``02-ring-allreduce`` submission (11 automatic points; the answer cell of
-the last exercise, worth 3 points, is where the trick sits unless noted).
+``02-ring-allreduce`` submission (``FULL`` automatic points, read from the
+source notebook; the answer cell of the step exercise, worth 3 points, is where
+the trick sits unless noted).
 The ordinary students' gradebook rows and feedback files must be
 byte-identical in both runs.
 """
@@ -16,7 +17,9 @@ import socket
 
 import pytest
 
-from grading_helpers import comments, course_copy, flags, notebook_total, scores
+import nbformat
+
+from grading_helpers import ROOT, comments, course_copy, flags, notebook_total, scores
 
 from parallel_budget.grading import classroom
 from parallel_budget.grading.course import Course
@@ -24,6 +27,10 @@ from parallel_budget.grading.runner import grade
 
 pytestmark = pytest.mark.slow
 NB = "02-ring-allreduce"
+# Automatic points of the notebook: its autograded test cells (grade, not solution) in solutions/.
+FULL = sum(c.metadata.nbgrader.get("points", 0)
+           for c in nbformat.read(ROOT / "solutions" / "lesson" / f"{NB}.ipynb", as_version=4).cells
+           if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
 ORDINARY = ("honest", "slips")
 
 VANDAL = """
@@ -127,17 +134,17 @@ for folder in ("/tmp", "/dev/shm", os.getcwd(), "..", "/"):
 print("MB written", written)
 """
 
-# student: (how the 02 submission is made, its exact score out of 11)
+# student: (how the 02 submission is made, its exact score: FULL minus the points of what it broke or forged)
 HOSTILE = {
-    "vandal": (("insert", VANDAL), 11),
-    "snoop": (("insert", SNOOP), 11),
-    "forger": (("answer_ex1", FORGER), 7),
-    "memory-bomb": (("answer_step", MEMORY_BOMB), 8),
-    "fork-bomb": (("answer_step", FORK_BOMB), 8),
-    "network-probe": (("insert", NETWORK), 11),
-    "endless-output": (("answer_step", ENDLESS), 8),
-    "kills-warm-process": (("insert", KILLER, "answer_step", MASSACRE), 8),
-    "disk-fill": (("answer_step", DISK_FILL), 8),
+    "vandal": (("insert", VANDAL), FULL),
+    "snoop": (("insert", SNOOP), FULL),
+    "forger": (("answer_ex1", FORGER), FULL - 4),
+    "memory-bomb": (("answer_step", MEMORY_BOMB), FULL - 3),
+    "fork-bomb": (("answer_step", FORK_BOMB), FULL - 3),
+    "network-probe": (("insert", NETWORK), FULL),
+    "endless-output": (("answer_step", ENDLESS), FULL - 3),
+    "kills-warm-process": (("insert", KILLER, "answer_step", MASSACRE), FULL - 3),
+    "disk-fill": (("answer_step", DISK_FILL), FULL - 3),
 }
 
 
@@ -198,7 +205,7 @@ def test_ordinary_students_are_byte_identical_with_and_without_hostile_classmate
     assert a.keys() == b.keys() and len([k for k in a if k.endswith(".html")]) == 2
     for key in a:
         assert a[key] == b[key], key
-    assert notebook_total(scores(mixed.gradebook), "honest", NB) == 11
+    assert notebook_total(scores(mixed.gradebook), "honest", NB) == FULL
 
 
 @pytest.mark.parametrize("student", sorted(HOSTILE))
@@ -266,4 +273,4 @@ def test_forgery_is_reported_and_unsandboxed_runs_say_so(runs, tmp_path):
     summary = grade(folder, root=course.root, jobs=1, timeout=3, quiet=True, sandbox=False)
     assert summary["sandbox"] is False
     assert {(f[0], f[3]) for f in flags(course.gradebook) if f[3] == "unsandboxed"} == {(s, "unsandboxed") for s in ORDINARY}
-    assert notebook_total(scores(course.gradebook), "honest", NB) == 11
+    assert notebook_total(scores(course.gradebook), "honest", NB) == FULL
