@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         shutil.copytree(ROOT, copy, ignore=IGNORE, symlinks=True)
         build(copy, "clean")
         build(copy, "no-op")
-        edit(copy / "book" / "intro.md", "读完本课,", "读完本课之后,")
+        edit(copy / "book" / "intro.md", "读完本课，", "读完本课之后，")
         build(copy, "prose edit (intro)")
         edit(copy / "book" / "tp-pp.md", "\n## ", "\n本段为基准测试所加。\n\n## ")
         build(copy, "prose edit (lab chapter)")
