@@ -42,7 +42,7 @@ def test_failing_rank_is_quoted_and_the_stalled_one_killed(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(LabError) as info:
         run_lab("floor", fail_rank=1, stall_rank=0, timeout=60, log_dir=tmp_path, run_id="fail")
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 50  # well before the 60 s timeout: the failure ended the run, on a loaded machine too
     msg = str(info.value)
     assert "rank 1 退出码 1" in msg and "故意失败" in msg and "其余 rank 已被终止" in msg
     assert info.value.result.returncodes[0] in (-signal.SIGTERM, -signal.SIGKILL)
