@@ -13,7 +13,9 @@ torchrun entry point::
 Importing this package does not import torch; the first ``run_lab`` does.
 """
 
-from .launcher import LABS, LabError, LabResult, LabTimeout, LaunchConfig, live_processes, run_lab
+from .config import LABS, LaunchConfig
+from .launcher import live_processes, run_lab
+from .result import LabError, LabResult, LabTimeout
 from .report import Report, Row
 from .runtime import HangDetected, Option
 

@@ -15,7 +15,8 @@ import sys
 import time
 import traceback
 
-from .launcher import LabError, environment_line, run_lab
+from .launcher import run_lab
+from .result import LabError, environment_line
 from .report import render_text
 from .runtime import RESULT_KEY, TIME_KEY, Context, parse_cli
 

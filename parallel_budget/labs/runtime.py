@@ -186,6 +186,10 @@ class Context:
             self.backend, store=dist.PrefixStore("pg", self.store),
             rank=self.rank, world_size=self.world_size, timeout=self.timeout,
         )
+        # gloo's init returns on a rank before every peer has finished connecting its mesh: a rank
+        # that then leaves at once (the floor lab) makes a slow peer fail with "Connection closed
+        # by peer". One barrier here means every rank has joined before any rank can leave.
+        dist.barrier()
         self.dist = dist
         self.torch = torch
         self._ledgers = []
