@@ -17,6 +17,9 @@ the pages that import it; a prose edit re-executes only its own page.
 
 A downloaded notebook runs (issue 13): after a successful HTML build the site gets
 ``downloads/parallel_budget-<version>-py3-none-any.whl`` (:mod:`.wheel`).
+
+Glossary terms are Markdown links to ``glossary.md#term-…``, which JupyterLab opens
+too; :mod:`.glossary` makes them Sphinx term references (issue 13).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, wheel
+from . import builddeps, glossary, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +122,7 @@ def _ship_wheel(app, exception):
 
 def setup(app):
     _allow_parallel_reading(app)
+    glossary.setup(app)
     app.connect("build-finished", _ship_wheel)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
