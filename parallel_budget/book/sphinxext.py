@@ -124,6 +124,7 @@ def setup(app):
     _allow_parallel_reading(app)
     glossary.setup(app)
     app.connect("build-finished", _ship_wheel)
+    app.add_post_transform(wheel.DownloadLinks)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
