@@ -8,7 +8,9 @@ The calculators and the record page (``book/_static/calc/``: classic scripts
 and a stylesheet) are added only to pages that mount them, i.e. whose body holds
 ``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
 not ES modules, because browsers refuse module scripts from ``file://`` and the
-site must work when opened straight from disk.
+site must work when opened straight from disk.  The site serves them minified
+(:mod:`.minified`: one budget of 60 KB for all of them); the readable files stay in
+``book/_static/calc``.
 
 Never stale (issue 16): every page that imports the package depends, through
 Sphinx's ``env.note_dependency``, on the package files it needs
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, glossary, wheel
+from . import builddeps, glossary, minified, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +125,7 @@ def _ship_wheel(app, exception):
 def setup(app):
     _allow_parallel_reading(app)
     glossary.setup(app)
+    app.connect("builder-inited", minified.ship_minified)
     app.connect("build-finished", _ship_wheel)
     app.add_post_transform(wheel.DownloadLinks)
     app.connect("source-read", _note_package_dependencies)
