@@ -233,17 +233,31 @@ def test_the_eval_checks_catch_an_unbound_name_and_a_remove_cell():
     assert not runs_hidden_on_site("---\ntags: [remove-input, remove-output]\n---\n")
 
 
-def test_glossary_covers_every_term_role_and_the_issue_terms():
-    """Is every {term} used in the book defined in the glossary, including the terms the issue names?"""
+GLOSSARY_LINK = re.compile(r"\[([^\]]+)\]\(glossary\.md#([^)]*)\)")
+
+
+def glossary_anchors() -> dict:
+    """anchor id (as Sphinx makes it: term-KV-cache) -> term, of every entry of book/glossary.md."""
+    from sphinx.util.nodes import _make_id
+
     glossary = source("glossary")
-    defined = set(re.findall(r"^(\S[^\n]*)\n  \S", glossary.split("```{glossary}")[1], re.M))
+    defined = re.findall(r"^(\S[^\n]*)\n  : \S", glossary.split("```{glossary}")[1], re.M)
+    return {_make_id(f"term-{t}"): t for t in defined}
+
+
+def test_glossary_covers_every_term_link_and_the_issue_terms():
+    """Is every glossary link of the book an anchor of a glossary entry, including the terms the issue names,
+    and is no term written as a {term} role (JupyterLab cannot resolve it)?"""
+    anchors = glossary_anchors()
     used = set()
     for page in PAGES:
-        for m in re.finditer(r"\{term\}`([^`]+)`", source(page)):
-            target = re.search(r"<([^>]+)>", m.group(1))
-            used.add(target.group(1) if target else m.group(1))
-    assert used <= defined, used - defined
-    assert {"rank", "all-reduce", "DDP", "ZeRO", "TP", "PP", "bucket"} <= defined
+        text = source(page)
+        assert "{term}" not in text, f"{page}: write [text](glossary.md#term-…), not a {{term}} role"
+        used |= {anchor for _, anchor in GLOSSARY_LINK.findall(text)}
+    assert used and used <= set(anchors), used - set(anchors)
+    assert {"rank", "all-reduce", "DDP", "ZeRO", "TP", "PP", "bucket"} <= set(anchors.values())
+    assert len(re.findall(r"^\S[^\n]*\n  \S", source("glossary").split("```{glossary}")[1], re.M)) == len(anchors), \
+        "every glossary definition starts with '  : ' (the definition list mystmd renders)"
 
 
 def test_toc_lists_the_new_pages_after_the_chapters():

@@ -100,3 +100,42 @@ def test_the_wheel_is_rebuilt_only_when_the_package_changes(tmp_path):
 
     assert zipfile.ZipFile(again).read("parallel_budget/model/units.py").endswith(b"# edited\n")
     assert not (repo / "build").exists() and not list(repo.glob("*.egg-info"))
+
+
+def test_the_exercises_page_links_the_shipped_wheel_with_an_install_line(built_site):
+    """Does the page that lists the notebooks link the site's wheel (the href reaching the shipped file) and
+    say in one line how to install it with pip?"""
+    from html import unescape
+    from urllib.parse import urljoin
+
+    page = built_site / "book" / "exercises.html"
+    html = page.read_text(encoding="utf-8")
+    shipped = site_wheel(built_site)
+    hrefs = [unescape(h) for h in re.findall(r'<a class="pb-download reference external" href="([^"]+)"', html)]
+    assert len(hrefs) == 1, hrefs
+    target = Path(urljoin(page.as_uri(), hrefs[0]).removeprefix("file://"))
+    assert target.resolve() == shipped.resolve()
+    assert f"pip install {shipped.name}" in re.sub(r"<[^>]+>", "", html)
+    for n in range(1, 6):  # the five notebooks are downloads of this page too
+        assert re.search(rf'href="\.\./_downloads/[0-9a-f]+/0{n}-[\w-]+\.ipynb"', html), n
+
+
+def test_a_download_link_naming_another_file_fails_the_build(tmp_path):
+    """Does a link into downloads/ that is not the wheel this version ships warn (so -W fails) and stay dead-free?"""
+    from sphinx.cmd.build import build_main
+
+    src = tmp_path / "src"
+    (src / "book").mkdir(parents=True)
+    (src / "pyproject.toml").write_text('[project]\nname = "parallel-budget"\nversion = "9.9.9"\n', encoding="utf-8")
+    (src / "conf.py").write_text('extensions = ["myst_parser"]\nexclude_patterns = ["_build"]\n'
+                                 "def setup(app):\n    from parallel_budget.book import wheel\n"
+                                 "    app.add_post_transform(wheel.DownloadLinks)\n", encoding="utf-8")
+    (src / "index.md").write_text("# 首页\n\n```{toctree}\nbook/page\n```\n", encoding="utf-8")
+    good, old = wheel.wheel_name("9.9.9"), wheel.wheel_name("0.0.1")
+    (src / "book" / "page.md").write_text(f"# 页\n\n[新]({'../downloads/' + good})，[旧](../downloads/{old})。\n", encoding="utf-8")
+    warnings = tmp_path / "warnings.txt"
+    code = build_main(["-q", "-W", "--keep-going", "-w", str(warnings), "-b", "html", str(src), str(tmp_path / "html")])
+    text = warnings.read_text(encoding="utf-8")
+    assert code != 0 and old in text and good in text and text.count("WARNING") == 1, text
+    html = (tmp_path / "html" / "book" / "page.html").read_text(encoding="utf-8")
+    assert f'href="../downloads/{good}"' in html and f'href="../downloads/{old}"' not in html

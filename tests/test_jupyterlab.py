@@ -134,8 +134,11 @@ def test_ring_chapter_double_click_run_all_reads_like_the_site(lab, page, tmp_pa
     dropdowns = page.locator(f"{NOTEBOOK} details.myst-dropdown")
     assert dropdowns.count() >= 2
     assert page.locator(f"{NOTEBOOK} details.myst-dropdown[open]").count() == 0
-    # glossary terms and downloads are readable links
-    assert page.locator(f"{NOTEBOOK} .myst a", has_text="ring all-reduce").count() >= 1
+    # glossary terms are links to the glossary notebook's entries, none left unresolved; downloads are links
+    terms = glossary_links(page)
+    assert {"ring all-reduce", "reduce-scatter", "all-gather", "bucket"} <= {t for t, _ in terms}, terms
+    assert all(re.search(r"/files/book/glossary\.md(\?[^#]*)?#term-[\w-]+$", href) for _, href in terms), terms
+    assert page.locator(f"{NOTEBOOK} .myst a.hover-link[href='#']").count() == 0, "a {term} left unresolved"
     download = page.locator(f"{NOTEBOOK} .myst a", has_text="02-ring-allreduce.ipynb")
     assert "/files/exercises/lesson/02-ring-allreduce.ipynb" in download.first.get_attribute("href")
     # the scaffolding is collapsed
@@ -160,24 +163,20 @@ def test_ring_chapter_double_click_run_all_reads_like_the_site(lab, page, tmp_pa
     assert stderr.count() == 0, stderr.first.inner_text()
     assert page.locator(f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").count() == 0
     assert page.seen["blocked"] == []
-    # jupyterlab-myst cannot see glossary.md from a chapter and logs each {term} it leaves as plain link
-    # text; anything else on the console is an error.
-    assert [e for e in page.seen["errors"] if not only_unresolved_glossary_terms(e)] == []
+    assert page.seen["errors"] == []  # no console error, none about glossary terms either
+
+    # a term's link opens the glossary as a notebook, its entries rendered by jupyterlab-myst
+    page.locator(f'{NOTEBOOK} .myst a[href*="glossary.md"][href$="#term-bucket"]').first.click()
+    page.wait_for_selector(f'{NOTEBOOK} .myst dt[id^="term-"]', timeout=90_000)
+    assert page.url.endswith("/lab/tree/book/glossary.md")
+    entries = page.locator(f'{NOTEBOOK} .myst dt[id^="term-"]')
+    assert entries.count() == len(glossary_terms()) and page.locator(f"{NOTEBOOK} .myst dt", has_text="bucket").count() == 1
+    page.screenshot(path=str(shots / "jupyterlab-glossary-from-term-link.png"))
+    assert page.seen["errors"] == [] and page.seen["blocked"] == []
 
 
-TERM_NOT_FOUND = re.compile(r"(?:error: )?Cross reference target was not found: term-(.+)")
-
-
-def only_unresolved_glossary_terms(message: str) -> bool:
-    """Is a console message only jupyterlab-myst's note that a {term} of glossary.md is not in this notebook?"""
-    terms = glossary_terms()
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    return bool(lines) and all((m := TERM_NOT_FOUND.fullmatch(ln)) and m.group(1) in terms for ln in lines)
-
-
-def test_the_console_filter_lets_through_nothing_but_glossary_terms():
-    """Would a real error, or an unknown term, still fail the chapter test?"""
-    assert only_unresolved_glossary_terms("Cross reference target was not found: term-bucket")
-    assert not only_unresolved_glossary_terms("Cross reference target was not found: term-no-such-term")
-    assert not only_unresolved_glossary_terms("Uncaught TypeError: x is undefined")
-    assert not only_unresolved_glossary_terms("Cross reference target was not found: term-bucket\nTypeError")
+def glossary_links(page) -> list:
+    """(text, href) of every link of the open notebook's prose that points into glossary.md."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .myst a')]
+        .filter(a => (a.getAttribute('href') || '').includes('glossary.md'))
+        .map(a => [a.textContent.trim(), a.getAttribute('href')])""")

@@ -86,7 +86,7 @@ def test_every_question_has_a_home_and_unique_id():
     """Is every question in a chapter of the bank's index, and are the notebooks' questions all in the bank?"""
     assert len(questions.QUESTIONS) >= 25
     for q in questions.QUESTIONS.values():
-        assert q.chapter in questions.CHAPTERS and q.id.split(".")[0] in {"update", "ring", "zero", "tppp", "debugging"}
+        assert q.chapter in questions.CHAPTERS and q.id.split(".")[0] in {"update", "ring", "zero", "tppp", "debugging", "plan"}
     listed = [i for ids in NOTEBOOK_QUESTIONS.values() for i in ids]
     assert len(set(listed)) == len(listed) and set(listed) <= set(questions.QUESTIONS)
 
@@ -158,6 +158,7 @@ CHAPTER_ANSWERS = [
     ("zero-memory", "ch3_q2_z3", "zero.check_z3", lambda v: fmt(v)),
     ("tp-pp", "ch4_q1_bubble", "tppp.check_bubble", lambda v: fmt_percent(v)),
     ("tp-pp", "ch4_q2_tp1", "tppp.check_tp_step", lambda v: fmt(v)),
+    ("plan-builder", "ch6_q1_1f1b", "plan.check_stage_acts", lambda v: fmt(v)),
 ]
 
 
@@ -216,8 +217,10 @@ def test_practice_assets_and_bank_only_where_mounted_and_within_budget():
     assert 'id="pb-bank"' in body and "calc/ui.js" not in files
     files, body = loaded('<div class="pb-calc" data-calc="ring"></div><div class="pb-practice" data-q="ring.nb02_step"></div>')
     assert files.count("calc/model.js") == 1 and files.index("calc/model.js") < files.index("calc/practice.js")
-    assets = ROOT / "book" / "_static"
-    assert sum((assets / f).stat().st_size for f in files) <= 60_000
+    from parallel_budget.book import minified
+
+    shipped = minified.minified_sizes()  # the site serves the minified twins
+    assert sum(shipped[f.removeprefix("calc/")] for f in files) <= 60_000
     files, body = loaded('<div class="pb-record"></div><div class="pb-practice-summary"></div>')
     assert "calc/practice.js" in files and '"index"' in body
     files, body = loaded("<p>nothing to practise</p>")
@@ -252,3 +255,25 @@ def test_pages_with_practice_depend_on_the_bank():
     summary = deps('<div class="pb-practice-summary"></div>')
     assert any(p.endswith("book/tp-pp.md") for p in summary)
     assert not deps("<p>prose only</p>")
+
+
+def test_stage_activations_and_its_slips_follow_the_plan_builder():
+    """Does diagnose.stage_activations expect 1F1B's min(p, m) microbatches of L/p layers, and are its slips
+    GPipe's m microbatches, all L layers and no sequence parallelism, as plan_budget computes them?"""
+    import parallel_budget as pb
+
+    q = questions.get("plan.check_stage_acts")
+    args = q.args(q.defaults())
+    plan = {k: v for k, v in args.items()} | {"zero_stage": 1}
+    e = diagnose.stage_activations(**plan)
+    per_layer = pb.activation_memory(args["seq"], args["micro_batch"], args["hidden"], args["heads"], args["tp"],
+                                     sequence_parallel=True, recompute="selective").per_layer
+    layers, m = args["layers"] // args["pp"], args["global_batch"] // (args["dp"] * args["micro_batch"])
+    assert math.isclose(core.magnitude(e.value), core.magnitude(per_layer * layers * min(args["pp"], m)))
+    slips = dict(e.mistakes)
+    assert math.isclose(core.magnitude(slips["flight_gpipe"]), core.magnitude(per_layer * layers * m))
+    assert math.isclose(core.magnitude(slips["all_layers"]), core.magnitude(e.value) * args["pp"])
+    assert core.magnitude(slips["no_sp"]) > core.magnitude(e.value)  # TP = 2 without SP keeps 10 sbh whole
+    assert set(slips) <= set(diagnose.MISTAKES)
+    out = questions.check(q, q.defaults(), f"{core.magnitude(slips['flight_gpipe']) / 1e9:.4g}")
+    assert not out["ok"] and diagnose.MISTAKES["flight_gpipe"] in out["message"]

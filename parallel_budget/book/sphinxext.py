@@ -8,7 +8,9 @@ The calculators and the record page (``book/_static/calc/``: classic scripts
 and a stylesheet) are added only to pages that mount them, i.e. whose body holds
 ``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
 not ES modules, because browsers refuse module scripts from ``file://`` and the
-site must work when opened straight from disk.
+site must work when opened straight from disk.  The site serves them minified
+(:mod:`.minified`: one budget of 60 KB for all of them); the readable files stay in
+``book/_static/calc``.
 
 Never stale (issue 16): every page that imports the package depends, through
 Sphinx's ``env.note_dependency``, on the package files it needs
@@ -17,6 +19,9 @@ the pages that import it; a prose edit re-executes only its own page.
 
 A downloaded notebook runs (issue 13): after a successful HTML build the site gets
 ``downloads/parallel_budget-<version>-py3-none-any.whl`` (:mod:`.wheel`).
+
+Glossary terms are Markdown links to ``glossary.md#term-…``, which JupyterLab opens
+too; :mod:`.glossary` makes them Sphinx term references (issue 13).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, wheel
+from . import builddeps, glossary, minified, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +124,10 @@ def _ship_wheel(app, exception):
 
 def setup(app):
     _allow_parallel_reading(app)
+    glossary.setup(app)
+    app.connect("builder-inited", minified.ship_minified)
     app.connect("build-finished", _ship_wheel)
+    app.add_post_transform(wheel.DownloadLinks)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _drop_online_scripts, priority=900)

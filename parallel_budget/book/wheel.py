@@ -5,16 +5,26 @@ A notebook downloaded from the site needs ``parallel_budget``.  Every build puts
 offline from the repository (``pip wheel --no-deps --no-build-isolation --no-index``),
 so a student installs it with ``pip install <that file>`` and no network.  The wheel is
 rebuilt only when the package or ``pyproject.toml`` changed (a digest beside it).
+A page links it as ``[…](../downloads/<wheel>)``; :class:`DownloadLinks` checks the name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import posixpath
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 FOLDER = "downloads"
 DIGEST_FILE = ".wheel-digest"
@@ -68,3 +78,43 @@ def build_wheel(repo: Path, out_dir: Path, python: str = sys.executable, timeout
         shutil.copy(wheels[0], target)
     stamp.write_text(digest + "\n")
     return target
+
+
+def project_version(repo: Path) -> str:
+    """The version pyproject.toml gives the package (the wheel's name carries it)."""
+    import tomllib
+
+    return tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+# A prose link into the site's downloads/ folder, relative to the page: [名字](../downloads/<file>).
+DOWNLOAD_LINK = re.compile(rf"^(?:\.\./)*{FOLDER}/([^/#?]+)$")
+
+
+class DownloadLinks(SphinxPostTransform):
+    """``[…](../downloads/<wheel>)`` -> a plain link to the wheel the build ships; any other file warns.
+
+    The wheel is written after the pages (``build-finished``), so myst-parser finds no such file
+    and would report a missing reference; this resolves the link first, checking its name against
+    the version in pyproject.toml, so a stale name fails a ``-W`` build instead of a reader's click.
+    """
+
+    default_priority = 5  # before myst-parser's link resolver (9)
+
+    def run(self, **kwargs) -> None:
+        docname = self.env.docname
+        for node in list(self.document.findall(addnodes.pending_xref)):
+            target = node.get("reftarget") or ""
+            m = DOWNLOAD_LINK.match(target)
+            if node.get("refdomain") or not m:
+                continue
+            where = posixpath.normpath(posixpath.join(posixpath.dirname(docname), target))
+            want = wheel_name(project_version(Path(self.env.srcdir)))
+            if where != f"{FOLDER}/{want}":
+                logger.warning(f"download link {target!r}: the site ships only {FOLDER}/{want}", location=node)
+                node.replace_self(nodes.inline(node.astext(), node.astext()))
+                continue
+            uri = posixpath.relpath(where, posixpath.dirname(docname) or ".")
+            ref = nodes.reference("", "", internal=False, refuri=uri, classes=["pb-download"])
+            ref += node.children
+            node.replace_self(ref)

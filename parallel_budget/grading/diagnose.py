@@ -47,6 +47,9 @@ MISTAKES = {
     "zero3_as_ddp": "这是 DDP（也是 ZeRO-1/2）的通信量；ZeRO-3 在前向和反向各要 all-gather 一次参数，约为 DDP 的 1.5 倍",
     "zero3_no_ring": "漏掉了 ring 的系数 (D-1)/D：每个 rank 只发送每次集体通信数据的 (D-1)/D",
     "correct_code": "这是正确代码的结果；题目问的是这段有问题的代码（平均了两次）更新之后的值",
+    "flight_gpipe": "按 GPipe 数了在途的微批次：1F1B 下第一阶段最多同时保存 min(p, m) 个微批次的激活，不是全部 m 个",
+    "all_layers": "把全部层的激活都算在了一个阶段上：PP 把层分给 p 个阶段，每个阶段只保存自己的 L/p 层",
+    "no_sp": "没有按序列并行把激活分到 TP 组里：开了序列并行，每层的激活整个除以 t",
 }
 
 # Units a bare number may have been written in by mistake, per answer kind.
@@ -271,4 +274,17 @@ def straggler_wait_of(arrivals, comm, rank) -> Expected:
     return Expected(w.waits[rank], "ms", (
         ("wait_with_comm", w.waits[rank] + w.comm),
         ("mean_arrival", mean - w.arrivals[rank]),
+    ))
+
+
+def stage_activations(**plan) -> Expected:
+    """Activations the first pipeline stage holds under 1F1B (:func:`plan_budget`), GPipe's count as the slip."""
+    from ..model.plan import plan_budget
+
+    right = plan_budget(**plan, schedule="1f1b").memory.activations
+    return Expected(right, "GB", (
+        ("flight_gpipe", plan_budget(**plan, schedule="gpipe").memory.activations),
+        ("all_layers", right * plan["pp"]),
+        ("no_sp", plan_budget(**plan, schedule="1f1b", sequence_parallel=False).memory.activations),
+        ("gib", _gib_as_gb(right)),
     ))

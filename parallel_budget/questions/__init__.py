@@ -1,6 +1,6 @@
 """The course's question bank: every numeric question of the lesson, as a template.
 
-One module per chapter (``update``, ``ring``, ``zero``, ``tppp``, ``debugging``);
+One module per chapter (``update``, ``ring``, ``zero``, ``tppp``, ``debugging``, ``plan``);
 each question draws parameters from a seed (0: the book's numbers), fills its
 prompt and worked solution, and takes its expected answer and named mistakes
 from :mod:`parallel_budget.grading.diagnose`.  The static site's practice boxes
@@ -16,11 +16,11 @@ the exercise notebooks' hidden tests expect the bank's default answers.
 
 from __future__ import annotations
 
-from . import debugging, ring, tppp, update, zero
+from . import debugging, plan, ring, tppp, update, zero
 from .core import SEED_MAX, Question, check
 
-QUESTIONS = {q.id: q for m in (update, ring, zero, tppp, debugging) for q in m.QUESTIONS}
-CHAPTERS = ("two-rank-update", "ring-allreduce", "zero-memory", "tp-pp", "debugging", "exercises")
+QUESTIONS = {q.id: q for m in (update, ring, zero, tppp, debugging, plan) for q in m.QUESTIONS}
+CHAPTERS = ("two-rank-update", "ring-allreduce", "zero-memory", "tp-pp", "debugging", "plan-builder", "exercises")
 
 
 def get(qid: str) -> Question:

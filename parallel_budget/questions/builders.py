@@ -60,6 +60,24 @@ def tp_step(a) -> Expected:
     return Expected(s, "GB", (("tp_forward_only", s / 2), ("bits", Q_(s.to("bit").magnitude, "B"))))
 
 
+PLAN = ("layers", "hidden", "heads", "seq", "vocab", "ffn", "gated", "global_batch", "recompute", "peak_flops",
+        "dp", "tp", "pp", "micro_batch")
+
+
+def _plan(a) -> dict:
+    return {k: a[k] for k in PLAN} | {"zero_stage": 1}
+
+
+def _extra_plan(a):
+    from ..model.activations import layer_activation_bytes
+    from ..model.plan import plan_budget
+
+    b = plan_budget(**_plan(a), schedule="1f1b")
+    stored, _ = layer_activation_bytes(a["seq"], a["micro_batch"], a["hidden"], a["heads"], a["tp"], a["tp"] > 1,
+                                       a["recompute"])
+    return {"m": b.microbatches, "flight": b.memory.in_flight, "layers": a["layers"] // a["pp"], "per_layer": stored}
+
+
 def slow_rank(a) -> int:
     return straggler_wait(_ms_list(a["arrivals"])).slowest
 
@@ -87,6 +105,7 @@ BUILDERS = {
     "straggler_step": lambda a: diagnose.straggler_step(_ms_list(a["arrivals"]), _ms(a["comm"])),
     "straggler_wait": lambda a: diagnose.straggler_wait_of(_ms_list(a["arrivals"]), _ms(a["comm"]), a["rank"]),
     "slow_rank": slow_rank,
+    "stage_acts": lambda a: diagnose.stage_activations(**_plan(a)),
 }
 
 
@@ -134,6 +153,7 @@ EXTRA = {
     "straggler_step": _extra_wait,
     "straggler_wait": _extra_wait,
     "slow_rank": _extra_wait,
+    "stage_acts": _extra_plan,
 }
 
 

@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-const { FIELDS, evaluate, fmt, parseParams, parseQuantity } = createRequire(import.meta.url)('../../book/_static/calc/model.js');
+import { calc } from './calc.mjs';
+const { FIELDS, evaluate, fmt, parseParams, parseQuantity } = calc('model.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/calculators.json', import.meta.url), 'utf8'));
 const CALCS = Object.keys(FIELDS);

@@ -2,10 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-const require = createRequire(import.meta.url);
-globalThis.PBModel = require('../../book/_static/calc/model.js');
-const { FIELDS, evaluate, sentence, EXPORT_KEY } = require('../../book/_static/calc/plan.js');
+import { calc, CALC } from './calc.mjs';
+globalThis.PBModel = calc('model.js');
+const { FIELDS, evaluate, sentence, EXPORT_KEY } = calc('plan.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/plan.json', import.meta.url), 'utf8'));
 
@@ -63,11 +62,11 @@ for (const [i, c] of data.cases.entries()) {
 }
 
 test('the record export key is the one record.js reads', () => {
-  assert.match(readFileSync(new URL('../../book/_static/calc/record.js', import.meta.url), 'utf8'), new RegExp(EXPORT_KEY));
+  assert.match(readFileSync(new URL('record.js', CALC), 'utf8'), new RegExp(EXPORT_KEY));
 });
 
 test('a plan sent by the builder passes the record page check and fills its fields', () => {
-  const { planProblem, planFields, PLAN_KEY } = require('../../book/_static/calc/record.js');
+  const { planProblem, planFields, PLAN_KEY } = calc('record.js');
   assert.equal(PLAN_KEY, EXPORT_KEY);
   const r = evaluate({});
   const p = { format: 'pb-plan', version: 1, link: 'x#plan.dp=16', numbers: ['DP=16', 'b'], assumptions: ['a'],

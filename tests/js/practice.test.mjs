@@ -3,10 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-const require = createRequire(import.meta.url);
-globalThis.PBModel = require('../../book/_static/calc/model.js');
-const P = require('../../book/_static/calc/practice.js');
+import { calc } from './calc.mjs';
+globalThis.PBModel = calc('model.js');
+const P = calc('practice.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/questions.json', import.meta.url), 'utf8'));
 const near = (a, b) => Math.abs(a - b) <= Math.max(1e-9 * Math.max(Math.abs(a), Math.abs(b)), 1e-15);

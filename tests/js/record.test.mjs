@@ -1,8 +1,8 @@
 // node --test: the record page's pure parts (validation of stored/imported JSON, Markdown export).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
-const { empty, problem, toMarkdown } = createRequire(import.meta.url)('../../book/_static/calc/record.js');
+import { calc } from './calc.mjs';
+const { empty, problem, toMarkdown } = calc('record.js');
 
 const schema = [
   { title: '条件', items: [

@@ -325,7 +325,7 @@ function mount(el) {
 
 function mountAll(doc = document) { for (const el of doc.querySelectorAll('.pb-calc[data-calc="plan"]')) mount(el); }
 
-const api = { FIELDS, EXPORT_KEY, evaluate, search, core, settings, read, codes, sentence, mountAll };
+const api = { FIELDS, EXPORT_KEY, evaluate, search, core, settings, read, activations, codes, sentence, mountAll };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBPlan = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -58,6 +58,12 @@ const sum = (xs) => xs.reduce((s, x) => s + x, 0);
 const upd = (a, how) => { const g = sum(a.grads), r = a.grads.length; return a.w - a.lr * { mean: g / r, sum: g, twice: g / r / r }[how]; };
 const tpc = (a) => { const msg = a.batch * a.seq * a.hidden * 2, per = msg * (a.tp > 1 ? 4 : 0); return { msg, per }; };
 const arr = (a) => a.arrivals.map((x) => x / 1e3);
+// plan.js (loaded where the plan builder is mounted; node requires it): one plan of the chapter's example.
+const PL = () => root.PBPlan || require('./plan.js');
+const planOf = (a, o = {}) => {
+  const P = PL(), raw = Object.assign({}, a, { gated: a.gated ? 'yes' : 'no', peak_tflops: a.peak_flops / 1e12, zero_stage: 1, schedule: '1f1b' }, o);
+  return P.core(P.settings(P.read(raw).v), a.dp, a.tp, a.pp, 1, a.micro_batch);
+};
 const B = {
   ring_send(a) { const r = ringOf(a), s = r.send_per_rank; return ex(s, 'GB', [['bits', s * 8], ['recv', s + r.recv_per_rank], ['total', r.total_sent], ['gib', gib(s)], ['ring_fraction', s / sendFactor(a.ranks) * 2], ['factor2', s / 2]]); },
   ring_bound(a) {
@@ -93,6 +99,10 @@ const B = {
   straggler_step(a) { const t = arr(a), last = Math.max(...t), c = a.comm / 1e3; return ex(last + c, 'ms', [['mean_arrival', sum(t) / t.length + c], ['no_comm', last]]); },
   straggler_wait(a) { const t = arr(a), last = Math.max(...t), w = last - t[a.rank]; return ex(w, 'ms', [['wait_with_comm', w + a.comm / 1e3], ['mean_arrival', sum(t) / t.length - t[a.rank]]]); },
   slow_rank(a) { const t = arr(a); return t.indexOf(Math.max(...t)); },
+  stage_acts(a) {
+    const act = (o) => planOf(a, o).memory.activations, r = act();
+    return ex(r, 'GB', [['flight_gpipe', act({ schedule: 'gpipe' })], ['all_layers', r * a.pp], ['no_sp', act({ sequence_parallel: 'no' })], ['gib', gib(r)]]);
+  },
 };
 const stepX = (a, o) => { const c = commOf(a), s = st(a, c, o, 2 / 3, (a.last || 0) / 1e3); return { comm: c, per: s.compute_per_rank, hidden: s.hidden_comm, backward: s.backward, speedup: s.speedup, step: s.step }; };
 const zeroX = (a) => Object.fromEntries([0, 1, 2, 3].map((s) => [`z${s}`, zeroTotal(a.params * 1e9, a.dp, s)]));
@@ -104,6 +114,10 @@ const X = {
   step: (a) => stepX(a, 0), overlap_step: (a) => stepX(a, 1), full_overlap: (a) => stepX(a, 1),
   zero_state: zeroX, zero_peak: zeroX, smallest_stage: zeroX, zero_send: (a) => ({ ddp: zeroSend(a, 0) }),
   tp_send_layer: tpX, tp_step: tpX, straggler_step: waitX, straggler_wait: waitX, slow_rank: waitX,
+  stage_acts: (a) => {
+    const o = planOf(a);
+    return { m: o.microbatches, flight: o.in_flight, layers: a.layers / a.pp, per_layer: PL().activations(a.seq, a.micro_batch, a.hidden, a.heads, a.tp, a.tp > 1, a.recompute)[0] };
+  },
 };
 const args = (q, params) => Object.assign({}, q.fixed, params);
 const expected = (q, params) => B[q.builder](args(q, params));
