@@ -249,3 +249,15 @@ def test_the_graded_notebook_shows_the_folders_numbers(graded):
     assert "✘ 练习自测" in out["practice-test_ex2_send"]
     html = (graded.feedback / "carol" / A / f"{NB}.html").read_text(encoding="utf-8")
     assert "学生编号 carol" in html and "学生编号 bob" not in html
+
+
+def test_the_numbers_command_prints_a_students_parts(capsys):
+    """Does `python -m parallel_budget.grading numbers s001` print s001's parts, say the setting is off, and refuse a bad id?"""
+    from parallel_budget.grading.__main__ import main
+
+    assert main(["--root", str(ROOT), "numbers", "s001"]) == 0
+    out = capsys.readouterr().out
+    assert "没有打开(c.Variants.enabled = False" in out and "== s001 ==" in out
+    assert "[02-ring-allreduce / prompt_ex2]\n16 个 rank，每个 rank 有 8 GB 梯度，单向有效带宽 12.5 GB/s。" in out
+    assert out.count("[") == sum(len(s.parts) for ss in variants.SCENARIOS.values() for s in ss)
+    assert main(["--root", str(ROOT), "numbers", "a/b"]) == 2 and "不合规" in capsys.readouterr().err
