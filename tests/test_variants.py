@@ -261,3 +261,20 @@ def test_the_numbers_command_prints_a_students_parts(capsys):
     assert "[02-ring-allreduce / prompt_ex2]\n16 个 rank，每个 rank 有 8 GB 梯度，单向有效带宽 12.5 GB/s。" in out
     assert out.count("[") == sum(len(s.parts) for ss in variants.SCENARIOS.values() for s in ss)
     assert main(["--root", str(ROOT), "numbers", "a/b"]) == 2 and "不合规" in capsys.readouterr().err
+
+
+def test_copies_are_compared_with_the_run_and_the_gradebook(tmp_path):
+    """Are the classmates compared with everyone in this run plus every student already in the gradebook?"""
+    import sqlite3
+
+    from parallel_budget.grading.runner import class_ids
+
+    con = sqlite3.connect(str(tmp_path / "base.db"))
+    con.execute("CREATE TABLE student (id TEXT PRIMARY KEY)")
+    con.executemany("INSERT INTO student VALUES (?)", [("earlier",), ("bob",)])
+    con.commit()
+    con.close()
+    assert class_ids(tmp_path, ["bob", "alice"]) == ["alice", "bob", "earlier"]
+    (tmp_path / "empty").mkdir()
+    sqlite3.connect(str(tmp_path / "empty" / "base.db")).close()
+    assert class_ids(tmp_path / "empty", ["alice"]) == ["alice"]

@@ -173,7 +173,7 @@ def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
     return results
 
 
-def class_ids(course: Course, base: Path, found) -> list[str]:
+def class_ids(base: Path, found) -> list[str]:
     """Every student id of this run and of the course gradebook (per-student numbers: copying is checked against them)."""
     import sqlite3
 
@@ -226,7 +226,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             todo.append((student, digest))
         not_selected = len(found) - len(todo) - unchanged
         cells = release_cells(base, assignment)
-        peers = class_ids(course, base, found) if personal.enabled(load_config(course)) else []
+        peers = class_ids(base, found) if personal.enabled(load_config(course)) else []
         notebooks = course.notebooks(assignment)
         shards = course.work / "shards"
         tasks, reused = [], []
