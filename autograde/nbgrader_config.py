@@ -40,6 +40,13 @@ c.IncludeHeaderFooter.header = os.path.join(_here, "header.ipynb")
 # test cells and grading are the same either way (parallel_budget/grading/release.py).
 c.PracticeCheck.enabled = True
 
+# Per-student numbers: set this to True, then release again, and every student gets numbers of their
+# own (seeded by course id, assignment, notebook, student id and question; parallel_budget/questions/variants.py).
+# The notebook shows each student their numbers; the grader computes each student's expected values
+# from the submission folder's student id and reports answers that fit a classmate's numbers as
+# possible_copying. False (the default): everyone gets the book's numbers (autograde/README.md, 5.4).
+c.Variants.enabled = False
+
 # Chinese stubs in the released notebooks.
 c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "在这里写你的回答。"

@@ -6,6 +6,7 @@
     export                             rewrite autograde/grades.csv and autograde/integrity.csv
     formgrader [--port P]              JupyterLab at the course root with formgrader (manual grading)
     feedback [--student ID]            rewrite feedback HTML from the gradebook (after manual grading)
+    numbers STUDENT...                 a student's per-student numbers (c.Variants.enabled), as their notebook shows them
     nbgrader ARGS...                   stock nbgrader (collect, zip_collect, list, ...) in autograde/,
                                        with this venv's tools on PATH
 
@@ -96,6 +97,9 @@ def main(argv=None) -> int:
     fb = sub.add_parser("feedback", help="按成绩册重写反馈 HTML(在 formgrader 里人工评分之后)")
     fb.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
     fb.add_argument("--student", action="append", help="只重写这个学生的反馈(可重复)")
+    nu = sub.add_parser("numbers", help="打印学生的个人数字(c.Variants.enabled 时 notebook 里显示的那些)")
+    nu.add_argument("students", nargs="+", help="学生编号(nbgrader 的 student id,即提交文件夹的名字)")
+    nu.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
     nb = sub.add_parser("nbgrader", help="在 autograde/ 里运行 nbgrader 原生命令(collect、zip_collect、list……),"
                         "PATH 已包含本环境的工具")
     nb.add_argument("nbgrader_args", nargs=argparse.REMAINDER, help="原样交给 nbgrader,例如 zip_collect lesson")
@@ -131,6 +135,11 @@ def main(argv=None) -> int:
 
             done = rewrite_feedback(course.root, args.assignment, args.student)
             print(f"已按成绩册重写 {len(done)} 个学生的反馈:{course.feedback}")
+            return 0
+        if args.command == "numbers":
+            from .personal import numbers_text
+
+            print(numbers_text(course, args.students, args.assignment))
             return 0
         if args.command == "export":
             from .runner import export

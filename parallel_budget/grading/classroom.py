@@ -85,3 +85,38 @@ def write_class(course: Course, assignment: str, folder: Path, n: int, prefix: s
         write_student(folder, name, assignment, copy.deepcopy(nbs))
         names.append(name)
     return names
+
+
+def answer_line(q, right) -> str:
+    """``name = ...`` giving the right answer ``right`` (the bank's expected value) of question ``q``."""
+    from ..questions import core
+
+    if q.kind == "int":
+        return f"{q.answer} = {right!r}"
+    value = core.magnitude(right.value)
+    if q.kind == "fraction":
+        return f"{q.answer} = {value!r}"
+    unit = core.answer_unit(q)
+    return f"{q.answer} = {value / core.per_unit(unit)!r}" if unit else f"{q.answer} = {value!r}"
+
+
+def own_numbers(course: Course, assignment: str, student: str, notebooks: dict, course_id: str = "parallel-budget") -> dict:
+    """``notebooks`` with every varied answer set right for ``student``'s per-student numbers (in place).
+
+    The line goes at the end of the answer cell before the test cell that assigns the variable, after the
+    book's solution.
+    """
+    from ..questions import variants
+
+    for name, nb in notebooks.items():
+        for scenario in variants.SCENARIOS.get(name, ()):
+            for test, qid in scenario.tests:
+                q = variants._bank()[qid]
+                line = answer_line(q, variants.expected(course_id, assignment, name, student, qid))
+                before = nb["cells"][:nb["cells"].index(cell(nb, test))]
+                for c in reversed(before):  # the answer cell this test cell checks
+                    src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                    if c.get("metadata", {}).get("nbgrader", {}).get("solution") and f"{q.answer} =" in src:
+                        c["source"] = src.rstrip("\n") + "\n" + line + "\n"
+                        break
+    return notebooks

@@ -17,6 +17,10 @@ after the notebook's introduction says what the practice cells are.  With
 Test cells are identical in both versions and practice cells carry no nbgrader
 metadata, so grading either version works the same way: nbgrader restores the
 test cells from the gradebook, and a practice cell is an ordinary cell.
+
+**Per-student numbers.**  With ``c.Variants.enabled = True`` the release also
+gets the cells of :func:`.personal.add_variant_cells` (the student's id, their
+numbers under each varied prompt, practice checks of their own variant).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import personal
 from .course import Course, load_config
 
 PRACTICE_TAG = "practice-check"
@@ -122,11 +127,16 @@ def generate(course: Course, assignment: str, dest: Path) -> Path:
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(out / assignment, target)
-        if practice_enabled(cfg):
+        practice, variant = practice_enabled(cfg), personal.enabled(cfg)
+        if practice or variant:
             for path in sorted(target.glob("*.ipynb")):
                 released = json.loads(path.read_text(encoding="utf-8"))
                 source = json.loads((course.source / assignment / path.name).read_text(encoding="utf-8"))
-                nbformat.write(nbformat.from_dict(add_practice_checks(released, source)), str(path))
+                if practice:
+                    released = add_practice_checks(released, source)
+                if variant:  # per-student numbers (c.Variants.enabled, parallel_budget/grading/personal.py)
+                    released = personal.add_variant_cells(released, personal.course_id(cfg), assignment, path.stem)
+                nbformat.write(nbformat.from_dict(released), str(path))
     return target
 
 

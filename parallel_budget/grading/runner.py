@@ -55,7 +55,8 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from .collect import collect, digest_folder
-from .course import Course, CourseError
+from . import personal
+from .course import Course, CourseError, load_config
 from .feedback import course_feedback, install_mathjax, task_marks
 from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
 from .merge import MergeReport, finished_run, merge
@@ -172,6 +173,21 @@ def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
     return results
 
 
+def class_ids(base: Path, found) -> list[str]:
+    """Every student id of this run and of the course gradebook (per-student numbers: copying is checked against them)."""
+    import sqlite3
+
+    ids = set(found)
+    con = sqlite3.connect(str(base / "base.db"))
+    try:
+        ids.update(row[0] for row in con.execute("SELECT id FROM student"))
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        con.close()
+    return sorted(ids)
+
+
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
           timeout=None, quiet=False, sandbox=True) -> dict:
     """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds).
@@ -210,6 +226,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             todo.append((student, digest))
         not_selected = len(found) - len(todo) - unchanged
         cells = release_cells(base, assignment)
+        peers = class_ids(base, found) if personal.enabled(load_config(course)) else []
         notebooks = course.notebooks(assignment)
         shards = course.work / "shards"
         tasks, reused = [], []
@@ -224,7 +241,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             tasks.append(dict(root=str(course.root), student=student, assignment=assignment, shard=str(shard),
                               template=str(base / "template.db"), digest=digest, base=key, notebooks=notebooks,
                               release_cells=cells, timeout=timeout, sandbox=sandbox,
-                              marks=task_marks(course, student, assignment)))
+                              marks=task_marks(course, student, assignment), peers=peers))
         if not sandbox:
             say(UNSANDBOXED)
         skipped = f"{unchanged} 份与上次评分时相同,跳过" if unchanged else ""

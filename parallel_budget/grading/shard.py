@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import integrity
+from . import integrity, personal
 from .course import Course, quiet_app_logs, shard_config
 from .feedback import write_feedback
 from .gradebook import connect
@@ -44,6 +44,8 @@ def grade_student(task: dict) -> dict:
         submitted = shard / "autograde" / "submitted" / student / assignment
         shutil.copytree(course.submitted / student / assignment, submitted)
         cfg = shard_config(course, shard, task.get("timeout"), sandbox=task.get("sandbox", True))
+        cfg.Variants.peers = list(task.get("peers", []))  # per-student numbers: whose variants to compare with
+        personal.RECORDED.clear()
         from nbgrader.converters import Autograde
         from nbgrader.coursedir import CourseDirectory
 
@@ -87,6 +89,7 @@ def grade_student(task: dict) -> dict:
                     except Exception as exc:
                         findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
                         failed.append(nb)
+        findings.extend(_copying(student))
         _post_grade(shard, student, assignment, task, findings, failed)
         write_feedback(cfg, shard, student, assignment, task.get("marks"))
         result.update(ok=True, findings=len(findings), failed=failed,
@@ -100,6 +103,18 @@ def grade_student(task: dict) -> dict:
         (shard / "done.tmp").write_text(json.dumps(done, ensure_ascii=False))
         os.replace(shard / "done.tmp", shard / "done.json")
     return result
+
+
+def _copying(student: str) -> list:
+    """``possible_copying`` findings of this student's grading (once each, even if a notebook was graded twice)."""
+    seen, out = set(), []
+    for item in personal.RECORDED:
+        finding = integrity.Finding(student, item["notebook"], item["cell"], personal.TRICK, personal.finding_detail(item))
+        if finding not in seen:
+            seen.add(finding)
+            out.append(finding)
+    personal.RECORDED.clear()
+    return out
 
 
 def _post_grade(shard, student, assignment, task, findings, failed):

@@ -90,8 +90,13 @@ def _error(message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=FAILED, evalue=message, traceback=[f"{FAILED}: {message}"])
 
 
-def run(source: str, values: dict, names, function_host=None) -> list:
-    """Execute a test cell's source here; its outputs as nbformat output nodes."""
+def run(source: str, values: dict, names, function_host=None, swap=None) -> list:
+    """Execute a test cell's source here; its outputs as nbformat output nodes.
+
+    ``swap`` (per-student numbers, :class:`.personal.Swap`) replaces the cell's expected values by the student's.
+    """
+    from . import checks
+
     namespace = {"__builtins__": builtins, "__name__": "__trusted_check__"}
     missing = []
     for name in names:
@@ -106,7 +111,7 @@ def run(source: str, values: dict, names, function_host=None) -> list:
     try:
         if missing:
             raise NameError(missing[0])
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), checks.swapped(swap):
             exec(compile(source, "<test cell>", "exec"), namespace)  # noqa: S102 -- the instructor's test
     except AssertionError as exc:
         outputs.append(_error(str(exc)))
