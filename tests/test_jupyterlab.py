@@ -88,15 +88,22 @@ def run_all(page, lab, timeout: float = 240):
     start = time.monotonic()
     quiet = 0
     while time.monotonic() - start < timeout:
-        busy = page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-InputPrompt')]
-            .filter(e => e.textContent.includes('*')).length""")
+        # Done when the fresh kernel has run every code cell (the last count equals the number of
+        # code cells; hidden scaffolding cells show no prompt) and is idle: on a loaded machine the
+        # kernel can start late, and an empty, idle notebook must not pass for a finished one.
+        unrun = page.evaluate(f"""() => {{
+            const prompts = [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')];
+            const counts = prompts.map(e => +((e.textContent.match(/\\[(\\d+)\\]/) || [])[1] || 0));
+            return prompts.length - Math.max(0, ...counts); }}""")
         kernels = lab.api("kernels")
         idle = kernels and all(k["execution_state"] == "idle" for k in kernels)
-        quiet = quiet + 1 if (not busy and idle and time.monotonic() - start > 3) else 0
+        quiet = quiet + 1 if (unrun <= 0 and idle and time.monotonic() - start > 3) else 0
         if quiet >= 3:
             return time.monotonic() - start
         time.sleep(0.5)
-    raise AssertionError(f"Run All did not finish in {timeout:g} s")
+    prompts = page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
+        .map(e => e.textContent)""")
+    raise AssertionError(f"Run All did not finish in {timeout:g} s; prompts: {prompts}")
 
 
 def notebook_text(page) -> str:

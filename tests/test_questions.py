@@ -277,3 +277,12 @@ def test_stage_activations_and_its_slips_follow_the_plan_builder():
     assert set(slips) <= set(diagnose.MISTAKES)
     out = questions.check(q, q.defaults(), f"{core.magnitude(slips['flight_gpipe']) / 1e9:.4g}")
     assert not out["ok"] and diagnose.MISTAKES["flight_gpipe"] in out["message"]
+
+
+def test_every_draw_of_every_question_is_accepted_by_the_model():
+    """Does every seed a practice box or a variant can draw give numbers the model accepts (no error page)?"""
+    for qid, q in questions.QUESTIONS.items():
+        for seed in range(3000):
+            params = q.generate(seed)
+            q.expected(params)
+            assert q.solution(params), (qid, seed)

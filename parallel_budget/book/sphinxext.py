@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, glossary, minified, wheel
+from . import builddeps, glossary, kernels, minified, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ def _ship_wheel(app, exception):
 
 
 def setup(app):
+    kernels.install()
     _allow_parallel_reading(app)
     glossary.setup(app)
     app.connect("builder-inited", minified.ship_minified)

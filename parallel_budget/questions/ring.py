@@ -30,7 +30,7 @@ def _exercise(n, which, ranks, grad, bw, source):
 
 
 STEP = [Param("compute", 600, COMPUTE, "ms"), Param("ranks", 8, (2, 4, 8, 16)), Param("grad", 1, (0.5, 1, 2, 4), "GB"),
-        Param("bw", 25, (12.5, 25, 50, 100), "GB/s")]
+        Param("bw", 25, (12.5, 25, 50), "GB/s")]  # 100 GB/s: NB02 D's 10 ms last bucket could exceed all comm
 STEP_TEXT = ("固定全局 batch：一张卡算完一步要 {compute}，换成 {ranks} 张卡后计算平均分摊。梯度共 {grad}，"
              "用 ring all-reduce 在 {bw} 的单向有效带宽上同步，通信与计算完全不重叠。")
 STEP_SOLUTION = "每卡计算 {compute} / {ranks} = {per|ms}，通信下界 {comm|ms}，步时 = {per|ms} + {comm|ms} = {step|ms}"
