@@ -29,6 +29,7 @@ from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
 from . import personal, trusted
 
 KERNEL_DIED = "KernelDied"
+TIMED_OUT = "CellTimeoutError"  # the ename nbgrader gives a timed-out cell (integrity.py reads it)
 
 
 def _error_output(ename: str, text: str) -> NotebookNode:
@@ -127,10 +128,15 @@ class ResilientExecute(Execute):
                 if current is None or (isinstance(exc, RuntimeError) and "Kernel" not in str(exc)):
                     raise
                 restarts += 1
-                what = "内核在运行这个单元时退出或失去响应(例如调用了 os._exit 或陷入无法中断的循环);本单元记 0 分,其后的单元在新内核中继续评分。"
+                if isinstance(exc, CellTimeoutError):  # it ran past the time limit, then stopped answering
+                    ename, what = TIMED_OUT, ("单元运行超时,中断后内核也没有在时限内回应(例如死循环或停不下来的输出);"
+                                              "本单元记 0 分,其后的单元在新内核中继续评分。")
+                else:
+                    ename, what = KERNEL_DIED, ("内核在运行这个单元时退出或失去响应(例如调用了 os._exit 或陷入无法中断的循环);"
+                                                "本单元记 0 分,其后的单元在新内核中继续评分。")
                 broken.add(current)
                 if current >= start:
-                    cells[current].outputs = [_error_output(KERNEL_DIED, what)]
+                    cells[current].outputs = [_error_output(ename, what)]
                     cells[current].execution_count = None  # whether it was set depends on timing
                     start = current + 1
                 self.log.warning("Kernel died in cell %d (%s); restarting (%d)", current, type(exc).__name__, restarts)

@@ -235,6 +235,9 @@ _DEFAULT_UNIT = {
 def _trim(x: float, digits: int) -> str:
     if x == 0:
         return "0"
+    # Float noise first: 116.44999999999999 and 116.45000000000002 (one value reached by two unit
+    # conversions) both show as 116.5. model.js's trim() does the same, so page and grader agree.
+    x = float(f"{x:.12g}")
     s = f"{x:.{digits}g}"
     if "e" in s:
         return s

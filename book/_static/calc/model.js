@@ -116,6 +116,7 @@ function roundSig(a, p) {
 
 function trim(x, digits = 3) {
   if (x === 0) return '0';
+  x = Number(x.toPrecision(12)); // float noise first, as units._trim: 116.44999999999999 shows as 116.5
   const [d, e] = roundSig(Math.abs(x), digits);
   const sign = x < 0 ? '-' : '';
   if (e < -4 || e >= digits) {
