@@ -155,7 +155,7 @@ class _Channel:
 
 
 def _serve(main_sock: socket.socket, idle: float):
-    """The zygote's loop.  Returns only in a forked child: (request, [stdout fd, stderr fd])."""
+    """The zygote's loop.  Returns only in a forked child, with its request."""
     channels: dict = {}  # fileno -> _Channel
     owner: dict = {}  # child pidfd -> _Channel
     me = os.getpid()
@@ -220,9 +220,11 @@ def _serve(main_sock: socket.socket, idle: float):
                         os.close(fd)
                     chan.sock.send(json.dumps({"error": f"zygote has {threads} threads, {len(fds)} fds"}).encode())
                     continue
+                ready_r, ready_w = os.pipe()
                 pid = os.fork()
                 if pid == 0:
                     try:
+                        os.close(ready_r)
                         _die_with_parent()
                         if os.getppid() != me:
                             os._exit(1)  # the zygote died before prctl took effect
@@ -231,22 +233,28 @@ def _serve(main_sock: socket.socket, idle: float):
                             c.sock.close()
                         for fd in owner:
                             os.close(fd)
+                        _setup_rank(request, fds)
+                        os.close(ready_w)  # the zygote answers the launcher once the rank is recognisable
                     except BaseException:  # noqa: BLE001 - never run the zygote's loop in a child
+                        with contextlib.suppress(BaseException):
+                            import traceback
+
+                            traceback.print_exc()
                         os._exit(1)
-                    return request, fds
+                    return request
+                os.close(ready_w)
                 for fd in fds:
                     os.close(fd)
+                select.select([ready_r], [], [], 10.0)  # EOF: its identity is set (or it died)
+                os.close(ready_r)
                 pidfd = os.pidfd_open(pid)
                 chan.live[pidfd] = pid
                 owner[pidfd] = chan
                 socket.send_fds(chan.sock, [json.dumps({"pid": pid, "threads": threads}).encode()], [pidfd])
 
 
-def _become(request: dict, fds: list) -> None:
-    """In the forked child: turn into ``python -m <module> <args>`` (what the launcher would have run)."""
-    import random
-    import runpy
-
+def _setup_rank(request: dict, fds: list) -> None:
+    """In the forked child: the session, streams, environment, identity and folder of ``python -m``."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -261,6 +269,14 @@ def _become(request: dict, fds: list) -> None:
     os.chdir(request["cwd"])
     if sys.path and sys.path[0] in ("", CWD):
         sys.path[0] = os.getcwd()  # what ``python -m`` puts first
+
+
+def _become(request: dict) -> None:
+    """In the forked child, set up by :func:`_setup_rank`: run the lab module as ``python -m`` would, then exit."""
+    import random
+    import runpy
+
+    argv = request["argv"]
     random.seed()
     if "numpy" in sys.modules:  # a fresh interpreter seeds it from the OS
         sys.modules["numpy"].random.seed()
@@ -333,7 +349,7 @@ def main() -> None:
     got = _serve(sock, idle)
     if got is None:
         sys.exit(0)
-    _become(*got)
+    _become(got)
 
 
 def _lab_names() -> set:

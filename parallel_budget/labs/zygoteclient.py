@@ -38,9 +38,14 @@ class ZygoteError(RuntimeError):
     """The zygote could not be started or stopped answering (the launcher then starts ranks itself)."""
 
 
+def supported() -> bool:
+    """Linux with pidfds and file-descriptor passing."""
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
+
+
 def enabled() -> bool:
-    return (os.environ.get("PB_LAB_ZYGOTE", "1") != "0" and sys.platform.startswith("linux")
-            and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds"))
+    """Whether a run forks its ranks by default (``PB_LAB_ZYGOTE=0`` says no)."""
+    return os.environ.get("PB_LAB_ZYGOTE", "1") != "0" and supported()
 
 
 def base_env(env: dict) -> dict:
@@ -197,7 +202,8 @@ class Zygote:
 
     def alive(self) -> bool:
         """Running, and either in use or not about to exit as idle (then it is not handed to a new run)."""
-        return self.process.poll() is None and (self.channels > 0 or time.monotonic() - self.last_used < self.idle - 5)
+        margin = min(5.0, self.idle / 4)
+        return self.process.poll() is None and (self.channels > 0 or time.monotonic() - self.last_used < self.idle - margin)
 
     def close(self) -> None:
         """End the zygote (EOF on its socket) and reap it; it kills anything it still runs."""
@@ -215,7 +221,7 @@ _lock = threading.Lock()
 
 def zygote_for(env: dict) -> Zygote | None:
     """This process's zygote for worker environment ``env`` (started now if needed, without waiting)."""
-    if not enabled():
+    if not supported():
         return None
     key = frozenset(base_env(env).items())
     idle = float(os.environ.get("PB_LAB_ZYGOTE_IDLE") or IDLE_S)
