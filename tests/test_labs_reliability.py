@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from parallel_budget.labs import LABS, LabError, LabTimeout, LaunchConfig, live_processes, run_lab
-from parallel_budget.labs import zygote, zygoteclient
+from parallel_budget.labs import zygote, zygoteclient, zygoterank
 from parallel_budget.labs.launcher import launch
 
 pytestmark = pytest.mark.slow
@@ -221,7 +221,7 @@ def test_a_forked_rank_looks_like_python_m_to_ps_and_psutil(tmp_path, monkeypatc
         assert [a for a in p.cmdline() if a] == [sys.executable, "-m", "parallel_budget.labs.floor",
                                                  "--stall-rank", "-2", "--fail-rank", "-1"]
         assert env["WORLD_SIZE"] == "2" and env["PB_LAB_RUN_ID"] == "looks" and env["OMP_NUM_THREADS"] == "1"
-        assert zygote.ENV_PAD not in env and env["PB_LAB_RUN_DIR"] == str(tmp_path / "looks")
+        assert zygoterank.ENV_PAD not in env and env["PB_LAB_RUN_DIR"] == str(tmp_path / "looks")
         assert p.cwd() == str(tmp_path / "looks" / rank) and os.getsid(p.pid) == p.pid
         assert _is_zygote(p.parent()) and p.parent().num_threads() == 1
         assert p.parent().pid in zygoteclient.live_zygotes()
@@ -293,3 +293,22 @@ time.sleep(300)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_zygote_forks_only_what_python_m_would_start_identically(capsys):
+    """Another environment (beyond the per-rank variables), another command or a command line too long to show: plain python -m."""
+    from types import SimpleNamespace
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    rank_env = dict(env, RANK="1", WORLD_SIZE="2", PB_LAB_RUN_ID="x", PB_LAB_RUN_DIR="/tmp/x")
+    channel = SimpleNamespace(zygote=SimpleNamespace(env=zygoteclient.base_env(env)))
+    argv = [sys.executable, "-m", "parallel_budget.labs.floor"]
+    assert zygoteclient.serves(channel, argv, rank_env)
+    assert not zygoteclient.serves(None, argv, rank_env)
+    assert not zygoteclient.serves(channel, argv, dict(rank_env, TORCH_DISTRIBUTED_DEBUG="DETAIL"))
+    assert not zygoteclient.serves(channel, ["/usr/bin/python3", *argv[1:]], rank_env)
+    assert not zygoteclient.serves(channel, argv + ["--x", "y" * zygoterank.ARG_PAD_BYTES], rank_env)
+    assert not zygoteclient.serves(channel, argv, dict(rank_env, PB_LAB_RUN_DIR="/" + "d" * zygoterank.ENV_PAD_BYTES))
+    # a forked rank ends with the status `python` gives SystemExit(code)
+    assert [zygoterank._exit_code(c) for c in (None, 0, 3, "故障")] == [0, 0, 3, 1]
+    assert capsys.readouterr().err == "故障\n"

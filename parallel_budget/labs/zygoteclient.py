@@ -27,7 +27,8 @@ import threading
 import time
 import warnings
 
-from .zygote import ARG_PAD_BYTES, CODE, CWD, ENV_PAD, ENV_PAD_BYTES, MAX_MESSAGE, PER_RANK_ENV, fits
+from .zygote import CODE, MAX_MESSAGE
+from .zygoterank import ARG_PAD_BYTES, CWD, ENV_PAD, ENV_PAD_BYTES, PER_RANK_ENV, fits
 
 IDLE_S = 60.0  # a zygote without a run for this long exits (PB_LAB_ZYGOTE_IDLE overrides)
 HELLO_TIMEOUT = 120.0  # importing torch on a loaded machine
@@ -162,6 +163,9 @@ class Zygote:
                 argv, pass_fds=[theirs.fileno()], env=zenv, cwd=CWD, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, start_new_session=True,
             ))
+        except BaseException:
+            self._sock.close()
+            raise
         finally:
             theirs.close()
         self.hello = None
@@ -169,16 +173,20 @@ class Zygote:
         self.channels = 0  # runs using it now
         self._lock = threading.Lock()
 
-    def ready(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) for the zygote's hello; False if it failed or cannot fork safely."""
+    def ready(self, timeout: float) -> bool | None:
+        """Wait (at most ``timeout`` s) for the zygote's hello: True, False if it failed or cannot fork
+        safely, None if it is still importing (this run starts its ranks itself, the next one may fork)."""
         with self._lock:
             if self.hello is None:
                 self._sock.settimeout(max(0.1, timeout))
                 try:
                     self.hello = json.loads(self._sock.recv(MAX_MESSAGE) or b"{}")
+                except socket.timeout:
+                    return None
                 except (OSError, ValueError) as exc:
                     self.hello = {"ready": False, "error": str(exc)}
-                self._sock.settimeout(REQUEST_TIMEOUT)
+                finally:
+                    self._sock.settimeout(REQUEST_TIMEOUT)
         return bool(self.hello.get("ready")) and self.hello.get("threads") == 1
 
     def channel(self) -> Channel:
@@ -216,6 +224,7 @@ class Zygote:
 
 
 _zygotes: dict = {}  # frozen worker environment -> Zygote
+_failed: set = set()  # (pid, environment) whose zygote could not start: no second try in this process
 _lock = threading.Lock()
 
 
@@ -226,13 +235,21 @@ def zygote_for(env: dict) -> Zygote | None:
     key = frozenset(base_env(env).items())
     idle = float(os.environ.get("PB_LAB_ZYGOTE_IDLE") or IDLE_S)
     with _lock:
+        if (os.getpid(), key) in _failed:
+            return None
         z = _zygotes.get(key)
         if z is not None and z.owner == os.getpid() and z.alive():
             return z
         _zygotes.pop(key, None)
         if z is not None and z.owner == os.getpid():
             z.close()
-        z = _zygotes[key] = Zygote(base_env(env), idle)
+        try:
+            z = _zygotes[key] = Zygote(base_env(env), idle)
+        except OSError as exc:
+            _failed.add((os.getpid(), key))
+            warnings.warn(f"labs: cannot start the zygote ({exc}); starting every rank as its own process",
+                          RuntimeWarning, stacklevel=3)
+            return None
         return z
 
 
@@ -240,9 +257,14 @@ def open_channel(zygote: Zygote | None, timeout: float) -> Channel | None:
     """A channel for one run, or None (start ranks the ordinary way) if the zygote cannot serve it."""
     if zygote is None:
         return None
-    if not zygote.ready(timeout):
+    ready = zygote.ready(timeout)
+    if ready is None:
+        return None
+    if not ready:
         warnings.warn(f"labs: zygote unavailable ({zygote.hello}); starting every rank as its own process",
                       RuntimeWarning, stacklevel=3)
+        with _lock:
+            _failed.add((os.getpid(), frozenset(zygote.env.items())))
         discard(zygote)
         return None
     try:
@@ -250,7 +272,7 @@ def open_channel(zygote: Zygote | None, timeout: float) -> Channel | None:
     except ZygoteError:  # it exited as idle just now: one fresh try
         discard(zygote)
         fresh = zygote_for(zygote.env)
-        if fresh is None or not fresh.ready(timeout):
+        if fresh is None or fresh.ready(timeout) is not True:
             return None
         try:
             return fresh.channel()
