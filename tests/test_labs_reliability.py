@@ -312,3 +312,16 @@ def test_the_zygote_forks_only_what_python_m_would_start_identically(capsys):
     # a forked rank ends with the status `python` gives SystemExit(code)
     assert [zygoterank._exit_code(c) for c in (None, 0, 3, "故障")] == [0, 0, 3, 1]
     assert capsys.readouterr().err == "故障\n"
+
+
+def test_an_edited_package_gets_a_fresh_zygote(monkeypatch):
+    """After a module of the package changed on disk, do the next ranks fork from a zygote that imported the new code?"""
+    monkeypatch.setenv("PB_LAB_ZYGOTE", "1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    first = zygoteclient.zygote_for(env)
+    assert zygoteclient.zygote_for(env) is first
+    monkeypatch.setattr(zygoteclient, "package_stamp", lambda: first.stamp + 1)
+    fresh = zygoteclient.zygote_for(env)
+    assert fresh is not first and first.process.poll() is not None  # the stale one, idle, was ended
+    assert fresh.ready(120) and fresh.process.pid in zygoteclient.live_zygotes()
+    zygoteclient.discard(fresh)

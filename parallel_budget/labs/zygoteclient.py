@@ -5,7 +5,8 @@ One zygote per launcher process and worker environment, started by the first
 imports overlap), reused by every later run and by runs in other threads, each
 over its own :class:`Channel`.  A different worker environment (a variable the
 notebook changed) gets a zygote of its own, so no preloaded module has read a
-setting a rank would see differently.  :class:`ForkedRank` is a pidfd-backed
+setting a rank would see differently; so does a package whose files changed on
+disk since the zygote imported them, so no rank runs stale code.  :class:`ForkedRank` is a pidfd-backed
 stand-in for the part of :class:`subprocess.Popen` the launcher uses, with the
 same return codes (negative for a signal).
 
@@ -26,6 +27,7 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 from .zygote import CODE, MAX_MESSAGE
 from .zygoterank import ARG_PAD_BYTES, CWD, ENV_PAD, ENV_PAD_BYTES, PER_RANK_ENV, fits
@@ -223,16 +225,23 @@ class Zygote:
             self.process.wait()
 
 
-_zygotes: dict = {}  # frozen worker environment -> Zygote
+_zygotes: dict = {}  # (frozen worker environment, package stamp) -> Zygote
 _failed: set = set()  # (pid, environment) whose zygote could not start: no second try in this process
 _lock = threading.Lock()
 
 
+def package_stamp() -> int:
+    """Newest modification time of the package's files: an edited module means a new zygote, never stale code."""
+    root = Path(__file__).resolve().parents[1]
+    return max((p.stat().st_mtime_ns for p in root.rglob("*.py")), default=0)
+
+
 def zygote_for(env: dict) -> Zygote | None:
-    """This process's zygote for worker environment ``env`` (started now if needed, without waiting)."""
+    """This process's zygote for worker environment ``env`` and the package as it is on disk now
+    (started now if needed, without waiting)."""
     if not supported():
         return None
-    key = frozenset(base_env(env).items())
+    key = (frozenset(base_env(env).items()), package_stamp())
     idle = float(os.environ.get("PB_LAB_ZYGOTE_IDLE") or IDLE_S)
     with _lock:
         if (os.getpid(), key) in _failed:
@@ -243,8 +252,13 @@ def zygote_for(env: dict) -> Zygote | None:
         _zygotes.pop(key, None)
         if z is not None and z.owner == os.getpid():
             z.close()
+        for other, old in list(_zygotes.items()):  # the same environment and older code: of no more use
+            if other[0] == key[0] and old.owner == os.getpid() and old.channels == 0:
+                del _zygotes[other]
+                old.close()
         try:
             z = _zygotes[key] = Zygote(base_env(env), idle)
+            z.stamp = key[1]
         except OSError as exc:
             _failed.add((os.getpid(), key))
             warnings.warn(f"labs: cannot start the zygote ({exc}); starting every rank as its own process",
@@ -264,7 +278,7 @@ def open_channel(zygote: Zygote | None, timeout: float) -> Channel | None:
         warnings.warn(f"labs: zygote unavailable ({zygote.hello}); starting every rank as its own process",
                       RuntimeWarning, stacklevel=3)
         with _lock:
-            _failed.add((os.getpid(), frozenset(zygote.env.items())))
+            _failed.add((os.getpid(), (frozenset(zygote.env.items()), zygote.stamp)))
         discard(zygote)
         return None
     try:
