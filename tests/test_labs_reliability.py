@@ -1,36 +1,56 @@
 """Does the launcher always clean up: after success, failure, a killed rank, a timeout, an interrupt, under stress?
 
 "Survivors" are processes of the run still alive after ``run_lab`` returned or
-raised.  The 20x stress runs the two cheapest labs here; set
-``PB_LABS_FULL_STRESS=1`` to run every lab 20 times (about 10 minutes on 2 cores),
-or use ``benchmarks/bench_labs.py --stress 20``.
+raised.  The 20x stress runs every lab in CI (``CI=true``) or with
+``PB_LABS_FULL_STRESS=1``, and the two cheapest labs otherwise (the others are
+reported as skipped); ``benchmarks/bench_labs.py --stress 20`` runs it with figures.
+Ranks are forked from the launcher's zygote unless a test says otherwise; the
+last tests hold the zygote to what a plain ``python -m`` rank would be.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
 
-from parallel_budget.labs import LABS, LabError, LabTimeout, live_processes, run_lab
+from parallel_budget.labs import LABS, LabError, LabTimeout, LaunchConfig, live_processes, run_lab
+from parallel_budget.labs import zygote, zygoteclient, zygoterank
+from parallel_budget.labs.launcher import launch
 
 pytestmark = pytest.mark.slow
 STRESS = 20
-# The full stress (every lab 20 times, about 8 minutes on 2 cores) runs in CI (CI=true) and on
-# request; a local `make test` runs the 20x stress of the two cheapest labs and says it skipped the rest.
+# Every lab 20 times with its default options in CI (CI=true) and on request; a local `make test`
+# runs the two cheapest and reports the rest as skipped.
 FULL = os.environ.get("PB_LABS_FULL_STRESS") == "1" or os.environ.get("CI", "").lower() == "true"
+CHEAP = ("checkpoint", "tp_pp")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _is_zygote(p: psutil.Process) -> bool:
+    return zygote.CODE in p.cmdline()
 
 
 def no_children_left() -> bool:
-    """No live lab process among this test process's descendants."""
+    """No live lab process among this test process's descendants.
+
+    A lab process is one whose command line names a lab module, or any child of a
+    zygote (whatever its command line says); the zygote itself is not one.
+    """
     for p in psutil.Process().children(recursive=True):
         try:
-            if "parallel_budget.labs." in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+            if p.status() == psutil.STATUS_ZOMBIE or _is_zygote(p):
+                continue
+            parent = p.parent()
+            if "parallel_budget.labs." in " ".join(p.cmdline()) or (parent is not None and _is_zygote(parent)):
                 return False
         except psutil.NoSuchProcess:
             pass
@@ -123,6 +143,7 @@ def _stress(name, tmp_path, **options):
         r = run_lab(name, log_dir=tmp_path, run_id=f"{name}-{i}", check=False, **options)
         if r.is_failed():
             failures.append(r.text())
+        assert all(f == zygoteclient.enabled() for f in r.forked), r.forked  # the default launch path ran
         assert live_processes(r.run_id) == [], f"run {i} left processes"
         assert not any("Address already in use" in e or "EADDRINUSE" in e for e in r.stderrs)
         ports.append(r.master_port)
@@ -131,19 +152,13 @@ def _stress(name, tmp_path, **options):
     return ports
 
 
-@pytest.mark.parametrize("name, options", [
-    ("checkpoint", {}),
-    ("tp_pp", {"microbatches": 2, "stage_ms": 5.0}),
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=() if FULL or n in CHEAP else pytest.mark.skip(
+        reason="the 20x stress of every lab runs in CI (CI=true) or with PB_LABS_FULL_STRESS=1"))
+    for n in LABS
 ])
-def test_stress_twenty_runs_in_a_row(name, options, tmp_path):
-    """Do 20 runs in a row all succeed, with no port collision and nothing left behind?"""
-    _stress(name, tmp_path, **options)
-
-
-@pytest.mark.skipif(not FULL, reason="full stress runs in CI (CI=true) or with PB_LABS_FULL_STRESS=1")
-@pytest.mark.parametrize("name", list(LABS))
-def test_full_stress_every_lab(name, tmp_path):
-    """(Opt-in) Does every lab survive 20 runs in a row?"""
+def test_stress_twenty_runs_in_a_row(name, tmp_path):
+    """Do 20 runs in a row of the lab with its default options all succeed, no port collision, nothing left behind?"""
     _stress(name, tmp_path)
 
 
@@ -159,3 +174,154 @@ def test_two_labs_at_once(tmp_path):
         for r in results:
             assert live_processes(r.run_id) == []
     assert no_children_left()
+
+
+# ------------------------------------------------------------------ the zygote
+
+def _comparable(r):
+    rows = [row.cells() for row in r.rows]  # these labs measure no time: every cell must agree
+    return r.returncodes, r.facts, rows, r.environment, r.failures
+
+
+@pytest.mark.parametrize("name, options", [
+    ("two_rank_update", {}),
+    ("checkpoint", {}),
+    ("floor", {"fail_rank": 1, "stall_rank": 0}),  # rank 1 fails, rank 0 is killed: SIGTERM in both
+])
+def test_zygote_and_plain_processes_give_the_same_report(name, options, tmp_path):
+    """Does a run forked from the zygote report exactly what a run of plain `python -m` ranks reports?"""
+    got = {}
+    for forked in (True, False):
+        cfg = LaunchConfig(lab=name, options=options, log_dir=tmp_path, run_id=f"{name}-{forked}", zygote=forked,
+                           timeout=120)
+        r = launch(cfg, check=False)
+        assert r.forked == (forked,) * r.ranks
+        assert live_processes(r.run_id) == []
+        got[forked] = _comparable(r)
+    assert got[True] == got[False]
+    assert no_children_left()
+
+
+def test_a_forked_rank_looks_like_python_m_to_ps_and_psutil(tmp_path, monkeypatch):
+    """Does a forked rank show the command line, environment, folder and session of `python -m` (and one-thread zygote)?"""
+    monkeypatch.setenv("PB_LAB_ZYGOTE", "1")
+    box = {}
+    th = threading.Thread(target=lambda: box.update(r=run_lab("floor", stall_rank=-2, timeout=20, check=False,
+                                                                log_dir=tmp_path, run_id="looks")))
+    th.start()
+    found, deadline = [], time.monotonic() + 20
+    while len(found) < 2 and time.monotonic() < deadline:
+        found = [p for p in live_processes("looks")
+                 if (tmp_path / "looks" / p.environ()["RANK"] / "stdout.log").read_text().strip()]
+        time.sleep(0.1)
+    assert len(found) == 2
+    for p in found:
+        env = p.environ()
+        rank = env["RANK"]
+        assert [a for a in p.cmdline() if a] == [sys.executable, "-m", "parallel_budget.labs.floor",
+                                                 "--stall-rank", "-2", "--fail-rank", "-1"]
+        assert env["WORLD_SIZE"] == "2" and env["PB_LAB_RUN_ID"] == "looks" and env["OMP_NUM_THREADS"] == "1"
+        assert zygoterank.ENV_PAD not in env and env["PB_LAB_RUN_DIR"] == str(tmp_path / "looks")
+        assert p.cwd() == str(tmp_path / "looks" / rank) and os.getsid(p.pid) == p.pid
+        assert _is_zygote(p.parent()) and p.parent().num_threads() == 1
+        assert p.parent().pid in zygoteclient.live_zygotes()
+    assert not no_children_left()  # a running rank counts; its zygote is never one
+    for p in found:
+        p.kill()
+    th.join(60)
+    assert box["r"].returncodes == (-signal.SIGKILL, -signal.SIGKILL)
+    assert no_children_left() and zygoteclient.live_zygotes()
+
+
+def test_closing_a_channel_kills_a_rank_the_launcher_lost(tmp_path, monkeypatch):
+    """A rank the launcher never learnt about (Ctrl-C mid-launch): is it caught as a leftover, and killed at the run's end?"""
+    monkeypatch.setenv("PB_LAB_ZYGOTE", "1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="9",
+               PB_LAB_RUN_ID="lost", PB_LAB_RUN_DIR=str(tmp_path))
+    z = zygoteclient.zygote_for(env)
+    channel = zygoteclient.open_channel(z, 120)
+    argv = [sys.executable, "-m", "parallel_budget.labs.floor"]
+    try:
+        with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+            rank = channel.spawn(argv, env, tmp_path, out, err)  # waits for a store that never answers
+        assert rank.threads_at_fork == 1
+        assert [p.pid for p in live_processes("lost")] == [rank.pid] and not no_children_left()
+        del rank  # the launcher lost it
+    finally:
+        channel.close()
+    assert live_processes("lost") == [] and no_children_left()
+
+
+def test_the_zygote_lives_with_its_launcher_only(tmp_path):
+    """Does the zygote outlive the thread that started it, leave when idle, follow the environment, and die with its launcher and ranks?"""
+    script = """
+import os, threading, time
+import psutil
+from concurrent.futures import ThreadPoolExecutor
+from parallel_budget.labs import run_lab, zygoteclient
+with ThreadPoolExecutor(1) as pool:  # started from a thread that then ends
+    assert pool.submit(run_lab, "floor").result().forked == (True, True)
+first = zygoteclient.live_zygotes()
+assert run_lab("floor").forked == (True, True) and zygoteclient.live_zygotes() == first, first
+time.sleep(4)  # PB_LAB_ZYGOTE_IDLE=2
+assert zygoteclient.live_zygotes() == [] and not psutil.pid_exists(first[0])
+os.environ["PB_LAB_SOME_SETTING"] = "1"  # another environment: another zygote
+threading.Thread(target=run_lab, args=("floor",), kwargs={"stall_rank": -2, "timeout": 300}, daemon=True).start()
+while not zygoteclient.live_zygotes():
+    time.sleep(0.05)
+print(zygoteclient.live_zygotes()[0], flush=True)
+time.sleep(300)
+"""
+    env = dict(os.environ, PB_LAB_ZYGOTE="1", PB_LAB_ZYGOTE_IDLE="2", PB_LAB_LOG_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip().isdigit(), proc.communicate(timeout=30)[1][-3000:]
+        zyg = psutil.Process(int(line))
+        ranks, deadline = [], time.monotonic() + 120
+        while len(ranks) < 2 and time.monotonic() < deadline:
+            ranks = [p for p in zyg.children() if "parallel_budget.labs.floor" in " ".join(p.cmdline())]
+            time.sleep(0.1)
+        assert len(ranks) == 2
+        proc.kill()  # the launcher dies without cleaning up
+        proc.wait(30)
+        _, alive = psutil.wait_procs([zyg, *ranks], timeout=30)
+        assert alive == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_zygote_forks_only_what_python_m_would_start_identically(capsys):
+    """Another environment (beyond the per-rank variables), another command or a command line too long to show: plain python -m."""
+    from types import SimpleNamespace
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    rank_env = dict(env, RANK="1", WORLD_SIZE="2", PB_LAB_RUN_ID="x", PB_LAB_RUN_DIR="/tmp/x")
+    channel = SimpleNamespace(zygote=SimpleNamespace(env=zygoteclient.base_env(env)))
+    argv = [sys.executable, "-m", "parallel_budget.labs.floor"]
+    assert zygoteclient.serves(channel, argv, rank_env)
+    assert not zygoteclient.serves(None, argv, rank_env)
+    assert not zygoteclient.serves(channel, argv, dict(rank_env, TORCH_DISTRIBUTED_DEBUG="DETAIL"))
+    assert not zygoteclient.serves(channel, ["/usr/bin/python3", *argv[1:]], rank_env)
+    assert not zygoteclient.serves(channel, argv + ["--x", "y" * zygoterank.ARG_PAD_BYTES], rank_env)
+    assert not zygoteclient.serves(channel, argv, dict(rank_env, PB_LAB_RUN_DIR="/" + "d" * zygoterank.ENV_PAD_BYTES))
+    # a forked rank ends with the status `python` gives SystemExit(code)
+    assert [zygoterank._exit_code(c) for c in (None, 0, 3, "故障")] == [0, 0, 3, 1]
+    assert capsys.readouterr().err == "故障\n"
+
+
+def test_an_edited_package_gets_a_fresh_zygote(monkeypatch):
+    """After a module of the package changed on disk, do the next ranks fork from a zygote that imported the new code?"""
+    monkeypatch.setenv("PB_LAB_ZYGOTE", "1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    first = zygoteclient.zygote_for(env)
+    assert zygoteclient.zygote_for(env) is first
+    monkeypatch.setattr(zygoteclient, "package_stamp", lambda: first.stamp + 1)
+    fresh = zygoteclient.zygote_for(env)
+    assert fresh is not first and first.process.poll() is not None  # the stale one, idle, was ended
+    assert fresh.ready(120) and fresh.process.pid in zygoteclient.live_zygotes()
+    zygoteclient.discard(fresh)

@@ -10,7 +10,13 @@ torchrun entry point::
 
     torchrun --nproc_per_node=2 -m parallel_budget.labs.two_rank_update
 
-Importing this package does not import torch; the first ``run_lab`` does.
+Importing this package does not import torch; the first ``run_lab`` does, and
+starts this process's *zygote* (:mod:`.zygote`): a fork server that imports torch
+once and forks every rank of every later run, which then is what ``python -m
+parallel_budget.labs.<name>`` would have been (same command line and environment
+in ``ps``, session, logs, return codes) without paying ~1.5 s of CPU to start.  It
+exits with this process or after a minute without a run.  ``PB_LAB_ZYGOTE=0`` (or
+``LaunchConfig(zygote=False)``) starts every rank as its own ``python -m``.
 """
 
 from .config import LABS, LaunchConfig

@@ -53,6 +53,7 @@ class LaunchConfig:
     run_id: str | None = None
     grace: float = 3.0  # seconds between SIGTERM and SIGKILL
     keep_logs: bool = False  # keep <log_dir>/<run_id> after a successful run too
+    zygote: bool | None = None  # fork ranks from the zygote (None: unless PB_LAB_ZYGOTE=0)
 
     def __post_init__(self):
         known = {**LABS, **EXTRA}
@@ -81,6 +82,10 @@ class LaunchConfig:
             raise ValueError(f"LaunchConfig 的字段 keep_logs 需要 True 或 False,收到 {self.keep_logs!r}。")
         if os.environ.get("PB_LAB_KEEP_LOGS") == "1":
             object.__setattr__(self, "keep_logs", True)
+        if self.zygote is None:
+            object.__setattr__(self, "zygote", os.environ.get("PB_LAB_ZYGOTE", "1") != "0")
+        elif not isinstance(self.zygote, bool):
+            raise ValueError(f"LaunchConfig 的字段 zygote 需要 True、False 或 None，收到 {self.zygote!r}。")
         opts = validate_options(self.lab, module.OPTIONS, self.options)
         if hasattr(module, "validate"):  # checks that depend on the number of ranks
             module.validate(opts, int(r))

@@ -39,6 +39,7 @@ class LabResult:
     report: Report | None
     environment: dict = field(default_factory=dict)  # torch version, backend, device (from rank 0)
     logs_kept: bool = True  # False: run_dir was deleted after the successful run
+    forked: tuple = ()  # per rank: True if it was forked from the zygote, False if started as python -m
 
     def is_failed(self) -> bool:
         return bool(self.failures) or self.timed_out
