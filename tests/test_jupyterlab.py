@@ -82,12 +82,31 @@ def open_by_double_click(page, lab, folder: str, name: str):
     page.wait_for_selector(f"{NOTEBOOK} .jp-MarkdownCell .myst", timeout=60_000)  # jupyterlab-myst rendered it
 
 
-def run_all(page, lab, timeout: float = 240):
+def _click_run_all(page):
     page.click('.lm-MenuBar-itemLabel:text-is("Run")')
     page.click('.lm-Menu-itemLabel:text-is("Run All Cells")')
+
+
+def _started(page) -> bool:
+    """Has any code cell been queued ([*]) or run ([n]) since Run All?"""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
+        .some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))""")
+
+
+def run_all(page, lab, timeout: float = 240):
     start = time.monotonic()
+    # On a loaded machine the notebook's kernel can still be starting when the page is ready, and
+    # a Run All clicked then queues nothing: wait for the kernel, and click again if nothing started.
+    while not any(k["execution_state"] == "idle" for k in (lab.api("kernels") or [])):
+        assert time.monotonic() - start < timeout, f"no idle kernel after {timeout:g} s"
+        time.sleep(0.5)
+    _click_run_all(page)
+    clicks, clicked = 1, time.monotonic()
     quiet = 0
     while time.monotonic() - start < timeout:
+        if clicks < 4 and time.monotonic() - clicked > 10 and not _started(page):
+            _click_run_all(page)
+            clicks, clicked = clicks + 1, time.monotonic()
         # Done when the fresh kernel has run every code cell (the last count equals the number of
         # code cells; hidden scaffolding cells show no prompt) and is idle: on a loaded machine the
         # kernel can start late, and an empty, idle notebook must not pass for a finished one.
