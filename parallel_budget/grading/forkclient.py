@@ -21,8 +21,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
+from ..pidfd import PidfdChild
 from . import sandbox
 from .forkserver import MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
 
@@ -30,13 +30,15 @@ REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the
 log = logging.getLogger("parallel_budget.grading")
 
 
-class ForkedKernel:
+class ForkedKernel(PidfdChild):
     """The part of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses."""
 
     stdin = stdout = stderr = None
+    what = "kernel"
 
     def __init__(self, server: "ForkServer", pid: int, pidfd: int):
-        self._server, self.pid, self._pidfd, self.returncode = server, pid, pidfd, None
+        super().__init__(pid, pidfd)
+        self._server = server
         self.host_pid = pid
         try:  # the pid as this process sees it (differs inside a sandbox's PID namespace)
             for line in open(f"/proc/self/fdinfo/{pidfd}"):
@@ -45,20 +47,8 @@ class ForkedKernel:
         except (OSError, ValueError):
             pass
 
-    def poll(self) -> int | None:
-        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
-            self.returncode = self._server.status(self.pid)
-            os.close(self._pidfd)
-            self._pidfd = -1
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
-            select.select([self._pidfd], [], [], 0.05)
-        return self.returncode
+    def _status(self) -> int:
+        return self._server.status(self.pid)
 
     async def exited(self) -> int:
         """Wait without polling: a pidfd becomes readable when the process exits."""
@@ -71,20 +61,6 @@ class ForkedKernel:
             finally:
                 loop.remove_reader(self._pidfd)
         return self.poll()
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            signal.pidfd_send_signal(self._pidfd, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def __del__(self):
-        if getattr(self, "_pidfd", -1) >= 0:
-            os.close(self._pidfd)
 
 
 class ForkServerError(RuntimeError):

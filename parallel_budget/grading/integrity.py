@@ -27,6 +27,11 @@ from dataclasses import dataclass
 
 from .checks import RECEIPT
 
+# The enames an autograded cell carries when its kernel died or it ran past the time limit (the first
+# written by preprocessors.ResilientExecute, the second also by nbgrader itself): read by runtime_findings.
+KERNEL_DIED = "KernelDied"
+TIMED_OUT = "CellTimeoutError"
+
 TRICKS = {
     "invalid_notebook": "提交的文件不是有效的 notebook(JSON 损坏或格式不对),整本记 0 分",
     "grading_failed": "评分这本 notebook 时出错,整本记 0 分",
@@ -297,9 +302,9 @@ def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
     for index, cell in enumerate(autograded_nb.get("cells", [])):
         where = _meta(cell).get("grade_id") or f"第 {index + 1} 个单元"
         for out in _errors(cell):
-            if out.get("ename") == "CellTimeoutError":
+            if out.get("ename") == TIMED_OUT:
                 found.append(Finding(student, notebook, where, "timeout"))
-            if out.get("ename") == "KernelDied":
+            if out.get("ename") == KERNEL_DIED:
                 found.append(Finding(student, notebook, where, "kernel_died"))
             if out.get("ename") == "MemoryError" or any(
                     text in str(out.get("evalue", "")) for text in ("No space left", "Resource temporarily unavailable")):

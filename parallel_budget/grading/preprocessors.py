@@ -27,9 +27,8 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
 
 from . import personal, trusted
+from .integrity import KERNEL_DIED, TIMED_OUT
 
-KERNEL_DIED = "KernelDied"
-TIMED_OUT = "CellTimeoutError"  # the ename nbgrader gives a timed-out cell (integrity.py reads it)
 
 
 def _error_output(ename: str, text: str) -> NotebookNode:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -29,6 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
+from ..pidfd import PidfdChild
 from .zygote import CODE, MAX_MESSAGE
 from .zygoterank import ARG_PAD_BYTES, CWD, ENV_PAD, ENV_PAD_BYTES, PER_RANK_ENV, fits
 
@@ -56,32 +56,18 @@ def base_env(env: dict) -> dict:
     return {k: v for k, v in env.items() if k not in PER_RANK_ENV}
 
 
-class ForkedRank:
+class ForkedRank(PidfdChild):
     """A rank forked by the zygote: ``pid``, ``poll()``, ``wait(timeout)``, ``returncode``."""
 
+    what = "rank"
+
     def __init__(self, channel: "Channel", pid: int, pidfd: int, threads: int):
-        self._channel, self.pid, self._pidfd, self.returncode = channel, pid, pidfd, None
+        super().__init__(pid, pidfd)
+        self._channel = channel
         self.threads_at_fork = threads
 
-    def poll(self) -> int | None:
-        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
-            self.returncode = self._channel.status(self.pid)
-            os.close(self._pidfd)
-            self._pidfd = -1
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout)
-            select.select([self._pidfd], [], [], 0.5 if left is None else min(left, 0.5))
-        return self.returncode
-
-    def __del__(self):
-        if getattr(self, "_pidfd", -1) >= 0:
-            os.close(self._pidfd)
+    def _status(self) -> int:
+        return self._channel.status(self.pid)
 
 
 class Channel:
