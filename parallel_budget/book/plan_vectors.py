@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from ..model.plan import search_plans, plan_budget
 from ..model.planreport import verdict_codes
 from ..model.units import parse
 from .calculators import _f, _field_value
+from .vectors import write
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "vectors" / "plan.json"
 
@@ -202,13 +202,7 @@ def dumps(data: dict) -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    out = Path(argv[0]) if argv else OUT
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = build()
-    out.write_text(dumps(data), encoding="utf-8")
-    print(f"wrote {len(data['cases'])} cases to {out}")
-    return 0
+    return write(build, dumps, OUT, argv)
 
 
 if __name__ == "__main__":

@@ -185,14 +185,19 @@ def dumps(data: dict) -> str:
     return json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def main(argv=None) -> int:
+def write(build_fn, dumps_fn, default_out: Path, argv=None) -> int:
+    """The command line of a vectors module: write ``build_fn()`` to ``argv[0]`` or ``default_out``."""
     argv = sys.argv[1:] if argv is None else argv
-    out = Path(argv[0]) if argv else OUT
+    out = Path(argv[0]) if argv else default_out
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = build()
-    out.write_text(dumps(data), encoding="utf-8")
+    data = build_fn()
+    out.write_text(dumps_fn(data), encoding="utf-8")
     print(f"wrote {len(data['cases'])} cases to {out}")
     return 0
+
+
+def main(argv=None) -> int:
+    return write(build, dumps, OUT, argv)
 
 
 if __name__ == "__main__":
