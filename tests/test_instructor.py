@@ -103,6 +103,7 @@ def test_feedback_after_a_regrade_holds_the_manual_mark(graded):
 def test_a_changed_answer_clears_its_mark_and_asks_for_a_regrade(graded, capsys):
     """New answer text: is the old mark cleared, the cell listed, and the mark gone from the feedback?"""
     course, folder, _ = graded
+    _set_mark(course.gradebook, "s1", "explain_ex1", 1.5, "论证完整")  # the classmate's mark must survive
     _set_mark(course.gradebook, "s2", "explain_ex1", 2.0, "旧答案的评语")
     classroom.write_student(folder, "s2", "lesson", classroom.submission(
         course, "lesson", {"answer_ex1": WRONG_EX1, "explain_ex1": "换了一个说法。"}))

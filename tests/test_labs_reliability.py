@@ -152,6 +152,7 @@ def _stress(name, tmp_path, **options):
     return ports
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=() if FULL or n in CHEAP else pytest.mark.skip(
         reason="the 20x stress of every lab runs in CI (CI=true) or with PB_LABS_FULL_STRESS=1"))
