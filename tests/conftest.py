@@ -55,6 +55,47 @@ def built_site(tmp_path_factory) -> Path:
         return html
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian chromium (one per test module)."""
+    from playwright import sync_api
+    from serve import launch
+
+    with sync_api.sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def base_url(built_site):
+    """The built site served on an ephemeral localhost port."""
+    from serve import serve
+
+    with serve(built_site) as url:
+        yield url
+
+
+@pytest.fixture
+def tab(browser, base_url):
+    """A :class:`serve.Tab` on the built site; the test fails on any off-site request or console error."""
+    from serve import Tab
+
+    t = Tab(browser, base_url)
+    yield t
+    t.check()
+
+
+@pytest.fixture
+def disk_tab(browser, built_site):
+    """A :class:`serve.Tab` on the built site opened straight from disk (file:// URLs), as a reader may."""
+    from serve import Tab
+
+    t = Tab(browser, built_site.resolve().as_uri())
+    yield t
+    t.check()
+
+
 # The slowest modules, slowest first (seconds on a loaded 2-core machine, `pytest --durations=0`).
 # `make test` gives each xdist worker whole modules in collection order (--dist loadscope), so these
 # go first: the long ones start at once instead of forming the tail.  Order only affects wall time.

@@ -9,72 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import urlparse
 
 import pytest
-from playwright import sync_api as playwright_api
 
 import parallel_budget as pb
 from parallel_budget.book.calculators import evaluate
-from serve import LOCAL_HOSTS, launch, serve
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def base_url(built_site):
-    with serve(built_site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
-class Tab:
-    """A page in a fresh context that records off-site requests and console errors."""
-
-    def __init__(self, browser, base_url):
-        self.base_url = base_url
-        self.context = browser.new_context(accept_downloads=True)
-        self.offsite, self.local, self.errors = [], [], []
-        self.context.route("**/*", self._route)
-        self.page = self.context.new_page()
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda e: self.errors.append(f"exception: {e}"))
-
-    def _route(self, route):
-        url = route.request.url
-        if urlparse(url).hostname in LOCAL_HOSTS:
-            self.local.append(url)
-            route.continue_()
-        else:
-            self.offsite.append(url)
-            route.abort()
-
-    def _console(self, msg):
-        # The browser's own favicon probe is not the site's doing.
-        if msg.type == "error" and not msg.location.get("url", "").endswith("favicon.ico"):
-            self.errors.append(f"console: {msg.text} ({msg.location.get('url')})")
-
-    def open(self, path):
-        self.page.goto(f"{self.base_url}/{path}")
-        self.page.wait_for_load_state("load")
-        return self.page
-
-
-@pytest.fixture
-def tab(browser, base_url):
-    t = Tab(browser, base_url)
-    yield t
-    t.context.close()
-    assert t.local, "route interception saw no request at all"
-    assert not t.offsite, f"requests to other hosts: {t.offsite}"
-    assert not t.errors, t.errors
 
 
 CALC = "book/calculators.html"
@@ -401,18 +342,10 @@ def test_record_by_keyboard(tab):
     assert data["fields"]["model"] == "7B" and data["fields"]["ranks"] == "8" and data["checks"]["c_bw"] is True
 
 
-def test_calculators_work_from_a_file_url(browser, built_site):
+def test_calculators_work_from_a_file_url(disk_tab):
     """Opened straight from disk (file://), do the calculators still compute?"""
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto((built_site / "book" / "calculators.html").as_uri())
-        page.wait_for_load_state("load")
-        page.locator("#pb-ring-ranks").wait_for()
-        assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 GB/s").lower_bound)
-        fill(page, "ring", bw_unit="Gb/s")
-        assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 Gb/s").lower_bound)
-        assert not errors, errors
-    finally:
-        page.close()
+    page = disk_tab.open("book/calculators.html")
+    page.locator("#pb-ring-ranks").wait_for()
+    assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 GB/s").lower_bound)
+    fill(page, "ring", bw_unit="Gb/s")
+    assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 Gb/s").lower_bound)

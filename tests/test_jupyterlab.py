@@ -6,22 +6,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
 import parallel_budget as pb
 from conftest import ROOT
-from jupyterlab_server import jupyterlab
-from serve import LOCAL_HOSTS, launch
+from jupyterlab_server import NO_WINDOWING, NOTEBOOK, jupyterlab, run_all
+from serve import Tab
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-# Notebook windowing keeps cells out of the page until scrolled to; the test reads every cell.
-USER_SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
 RAW = ["{glue", ":::", "{term}", "{eval}", "{download}", "{raw}", "pb-calc", "pb-practice", "glue_text", "remove-input"]
 
 
@@ -42,35 +37,19 @@ def lab(tmp_path_factory):
     root = tmp / "root"
     for folder in ("book", "exercises"):
         shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    with jupyterlab(root, tmp / "user", user_settings=USER_SETTINGS) as server:
+    with jupyterlab(root, tmp / "user", user_settings=NO_WINDOWING) as server:
         yield server
 
 
 @pytest.fixture()
-def page(lab):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch(p)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        seen = {"blocked": [], "errors": []}
-
-        def route(r):
-            if urlparse(r.request.url).hostname in LOCAL_HOSTS:
-                r.continue_()
-            else:
-                seen["blocked"].append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
-        pg = context.new_page()
-        pg.on("console", lambda m: m.type == "error" and seen["errors"].append(m.text))
-        pg.on("pageerror", lambda e: seen["errors"].append(f"page error: {e}"))
-        pg.seen = seen
-        try:
-            yield pg
-        finally:
-            browser.close()
+def page(browser, lab):
+    """A page on the JupyterLab server (``page.tab``: what it requested and logged, tests/serve.py:Tab)."""
+    tab = Tab(browser, lab.url, viewport={"width": 1400, "height": 1000})
+    tab.page.tab = tab
+    try:
+        yield tab.page
+    finally:
+        tab.context.close()
 
 
 def open_by_double_click(page, lab, folder: str, name: str):
@@ -80,49 +59,6 @@ def open_by_double_click(page, lab, folder: str, name: str):
     item.dblclick()
     page.wait_for_selector(f"{NOTEBOOK} .jp-Notebook", timeout=90_000)
     page.wait_for_selector(f"{NOTEBOOK} .jp-MarkdownCell .myst", timeout=60_000)  # jupyterlab-myst rendered it
-
-
-def _click_run_all(page):
-    page.click('.lm-MenuBar-itemLabel:text-is("Run")')
-    page.click('.lm-Menu-itemLabel:text-is("Run All Cells")')
-
-
-def _started(page) -> bool:
-    """Has any code cell been queued ([*]) or run ([n]) since Run All?"""
-    return page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
-        .some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))""")
-
-
-def run_all(page, lab, timeout: float = 240):
-    start = time.monotonic()
-    # On a loaded machine the notebook's kernel can still be starting when the page is ready, and
-    # a Run All clicked then queues nothing: wait for the kernel, and click again if nothing started.
-    while not any(k["execution_state"] == "idle" for k in (lab.api("kernels") or [])):
-        assert time.monotonic() - start < timeout, f"no idle kernel after {timeout:g} s"
-        time.sleep(0.5)
-    _click_run_all(page)
-    clicks, clicked = 1, time.monotonic()
-    quiet = 0
-    while time.monotonic() - start < timeout:
-        if clicks < 4 and time.monotonic() - clicked > 10 and not _started(page):
-            _click_run_all(page)
-            clicks, clicked = clicks + 1, time.monotonic()
-        # Done when the fresh kernel has run every code cell (the last count equals the number of
-        # code cells; hidden scaffolding cells show no prompt) and is idle: on a loaded machine the
-        # kernel can start late, and an empty, idle notebook must not pass for a finished one.
-        unrun = page.evaluate(f"""() => {{
-            const prompts = [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')];
-            const counts = prompts.map(e => +((e.textContent.match(/\\[(\\d+)\\]/) || [])[1] || 0));
-            return prompts.length - Math.max(0, ...counts); }}""")
-        kernels = lab.api("kernels")
-        idle = kernels and all(k["execution_state"] == "idle" for k in kernels)
-        quiet = quiet + 1 if (unrun <= 0 and idle and time.monotonic() - start > 3) else 0
-        if quiet >= 3:
-            return time.monotonic() - start
-        time.sleep(0.5)
-    prompts = page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
-        .map(e => e.textContent)""")
-    raise AssertionError(f"Run All did not finish in {timeout:g} s; prompts: {prompts}")
 
 
 def notebook_text(page) -> str:
@@ -188,8 +124,8 @@ def test_ring_chapter_double_click_run_all_reads_like_the_site(lab, page, tmp_pa
     stderr = page.locator(f'{NOTEBOOK} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
     assert stderr.count() == 0, stderr.first.inner_text()
     assert page.locator(f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").count() == 0
-    assert page.seen["blocked"] == []
-    assert page.seen["errors"] == []  # no console error, none about glossary terms either
+    assert page.tab.offsite == []
+    assert page.tab.errors == []  # no console error, none about glossary terms either
 
     # a term's link opens the glossary as a notebook, its entries rendered by jupyterlab-myst
     page.locator(f'{NOTEBOOK} .myst a[href*="glossary.md"][href$="#term-bucket"]').first.click()
@@ -198,7 +134,7 @@ def test_ring_chapter_double_click_run_all_reads_like_the_site(lab, page, tmp_pa
     entries = page.locator(f'{NOTEBOOK} .myst dt[id^="term-"]')
     assert entries.count() == len(glossary_terms()) and page.locator(f"{NOTEBOOK} .myst dt", has_text="bucket").count() == 1
     page.screenshot(path=str(shots / "jupyterlab-glossary-from-term-link.png"))
-    assert page.seen["errors"] == [] and page.seen["blocked"] == []
+    assert page.tab.errors == [] and page.tab.offsite == []
 
 
 def glossary_links(page) -> list:

@@ -1,7 +1,7 @@
 """Does the plan builder work in a real browser, offline, and can the record page import its plan?
 
 Debian's chromium (Playwright) against the built site on localhost; every other host is refused and
-fails the test, and so does any console error (the Tab of tests/test_browser.py).
+fails the test, and so does any console error (the ``tab`` fixture, tests/serve.py:Tab).
 """
 
 from __future__ import annotations
@@ -9,41 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from playwright import sync_api as playwright_api
 
 import parallel_budget as pb
 from parallel_budget.book import plan_vectors as pv
-from serve import launch, serve
-from test_browser import Tab
 
 pytestmark = pytest.mark.slow
 
 BUILDER = "book/plan-builder.html"
 RECORD = "book/plan-record.html"
-
-
-@pytest.fixture(scope="module")
-def base_url(built_site):
-    with serve(built_site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def tab(browser, base_url):
-    t = Tab(browser, base_url)
-    yield t
-    t.context.close()
-    assert t.local, "route interception saw no request at all"
-    assert not t.offsite, f"requests to other hosts: {t.offsite}"
-    assert not t.errors, t.errors
 
 
 def t_(seconds: float) -> str:
@@ -185,23 +158,13 @@ def test_every_control_is_labelled_and_the_search_works_by_keyboard(tab):
     assert page.locator(".pb-search tbody tr").count() == 10
 
 
-def test_builder_and_record_import_work_from_file_urls(browser, built_site):
+def test_builder_and_record_import_work_from_file_urls(disk_tab):
     """Opened straight from disk (file://), does the builder compute and the record page import its plan?"""
-    ctx = browser.new_context()
-    offsite = []
-    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (offsite.append(r.request.url), r.abort()))
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto((built_site / "book" / "plan-builder.html").as_uri())
-        page.wait_for_selector('[data-out="step"]')
-        assert page.inner_text('[data-out="step"]') == t_(pv.evaluate({})["out"]["step"])
-        page.click('[data-act="send"]')
-        page.click('[data-out="sent"] a')
-        page.wait_for_selector(".pb-record .pb-status")
-        page.click('[data-act="plan"]')
-        page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")
-        assert not errors and not offsite, (errors, offsite)
-    finally:
-        ctx.close()
+    page = disk_tab.open("book/plan-builder.html")
+    page.wait_for_selector('[data-out="step"]')
+    assert page.inner_text('[data-out="step"]') == t_(pv.evaluate({})["out"]["step"])
+    page.click('[data-act="send"]')
+    page.click('[data-out="sent"] a')
+    page.wait_for_selector(".pb-record .pb-status")
+    page.click('[data-act="plan"]')
+    page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")

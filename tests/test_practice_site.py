@@ -1,7 +1,7 @@
 """Do the practice boxes answer every bank question in a real browser, as the grader would, offline?
 
 Debian's chromium against the built site on localhost, every other host refused
-(the ``tab`` fixture of test_browser.py fails a test on any off-site request,
+(the ``tab`` fixture of conftest.py fails a test on any off-site request,
 console error or uncaught exception).  The typed answers and the expected
 feedback come from the Python bank, so the page is held to the grader here too.
 """
@@ -18,7 +18,6 @@ from conftest import ROOT
 from parallel_budget import questions
 from parallel_budget.grading.diagnose import MISTAKES
 from parallel_budget.questions import core
-from test_browser import base_url, browser, tab  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 BAD = re.compile(r"NaN|undefined|Infinity")
@@ -164,16 +163,8 @@ def test_corrupted_storage_never_breaks_a_page(tab, junk):
     assert stored["q"][qid]["ok"] >= 1
 
 
-def test_practice_works_from_a_file_url(browser, built_site):  # noqa: F811
+def test_practice_works_from_a_file_url(disk_tab):
     """Opened straight from disk (file://), does a practice box check an answer and name a mistake?"""
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto((built_site.resolve() / "book" / "exercises.html").as_uri())
-        page.wait_for_load_state("load")
-        assert "✔ 检查通过" in submit(page, "ring.ex2_bound", "140 ms")
-        assert MISTAKES["total"] in submit(page, "ring.ex2_bound", "1120")
-        assert not errors, errors
-    finally:
-        page.close()
+    page = disk_tab.open("book/exercises.html")
+    assert "✔ 检查通过" in submit(page, "ring.ex2_bound", "140 ms")
+    assert MISTAKES["total"] in submit(page, "ring.ex2_bound", "1120")

@@ -2,28 +2,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { calc, CALC } from './calc.mjs';
+import { assertClose, calc, CALC } from './calc.mjs';
 globalThis.PBModel = calc('model.js');
 const { FIELDS, evaluate, sentence, EXPORT_KEY } = calc('plan.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/plan.json', import.meta.url), 'utf8'));
 
-function close(actual, expected, path) {
-  if (Array.isArray(expected)) {
-    assert.ok(Array.isArray(actual), `${path}: not an array`);
-    assert.equal(actual.length, expected.length, `${path}: length`);
-    expected.forEach((e, i) => close(actual[i], e, `${path}[${i}]`));
-  } else if (expected !== null && typeof expected === 'object') {
-    assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${path}: keys`);
-    for (const k of Object.keys(expected)) close(actual[k], expected[k], `${path}.${k}`);
-  } else if (typeof expected === 'number') {
-    assert.ok(Number.isFinite(actual), `${path}: ${actual} is not finite`);
-    const tol = Math.max(1e-9 * Math.max(Math.abs(actual), Math.abs(expected)), 1e-15);
-    assert.ok(Math.abs(actual - expected) <= tol, `${path}: ${actual} != ${expected}`);
-  } else {
-    assert.equal(actual, expected, path);
-  }
-}
 
 test('fields and limits are parallel_budget.book.plan_vectors.FIELDS', () => {
   assert.deepEqual(FIELDS, data.fields);
@@ -47,7 +31,7 @@ for (const [i, c] of data.cases.entries()) {
     assert.equal(r.errors, undefined, JSON.stringify(r.errors));
     const { search, ...rest } = r.out;
     const { search: want, ...expected } = c.out;
-    close(rest, expected, 'out');
+    assertClose(rest, expected, 'out', 1e-15);
     for (const code of r.out.codes) {
       const s = sentence(code, r.out, r.s, r.split);
       assert.match(s, /[\u4e00-\u9fff]/);
@@ -56,7 +40,7 @@ for (const [i, c] of data.cases.entries()) {
     if (c.search) {
       assert.equal(search.candidates, want.candidates, 'candidates');
       // Same plans in the same order (exact float ties are broken the same way on both sides).
-      close(search.plans, want.plans, 'search.plans');
+      assertClose(search.plans, want.plans, 'search.plans', 1e-15);
     }
   });
 }
