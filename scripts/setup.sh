@@ -37,7 +37,7 @@ echo "setup: installing requirements.txt into $VENV"
 # PYTHONDONTWRITEBYTECODE is set (common in container images, and on CI): Python would then never cache
 # anything, and every lab rank, grading kernel and book page would compile torch's modules again
 # (import torch: 2.8 s instead of 1.4 s).  A file that is not Python 3 (test data of some packages) is
-# skipped, not an error.
+# skipped, not an error (tests/test_setup.py checks that what every process imports is compiled).
 "$VENV/bin/pip" install -q --no-compile -r requirements.txt
 echo "setup: byte-compiling $VENV"
 env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" -m compileall -q -j 0 \
