@@ -5,7 +5,8 @@ The grading fork server (:mod:`.grading.forkclient`) and the labs' zygote
 so ``waitpid`` cannot reach them; a pidfd (passed back over a Unix socket) can:
 it becomes readable when the child exits, and signals sent through it never
 reach a recycled pid.  The exit status comes from whoever reaped the child,
-which each subclass asks in :meth:`PidfdChild._status`.
+which each subclass asks in :meth:`PidfdChild._status`.  :func:`stop_server`
+ends either server (our own child) the same way.
 """
 
 from __future__ import annotations
@@ -58,3 +59,14 @@ class PidfdChild:
     def __del__(self):
         if getattr(self, "_pidfd", -1) >= 0:
             os.close(self._pidfd)
+
+
+def stop_server(sock, process: subprocess.Popen, grace: float = 10.0) -> None:
+    """End a fork server or zygote: close its socket (EOF tells it to end what it runs and exit),
+    reap it, and kill it if it has not exited after ``grace`` seconds."""
+    sock.close()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

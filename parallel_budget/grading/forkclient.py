@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 
-from ..pidfd import PidfdChild
+from ..pidfd import PidfdChild, stop_server
 from . import sandbox
 from .forkserver import MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
 
@@ -139,12 +139,8 @@ class ForkServer:
         return -signal.SIGKILL if status is None else status
 
     def close(self) -> None:
-        self._sock.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        """End the fork server (EOF on its socket) and reap it; it kills the kernels it still runs."""
+        stop_server(self._sock, self.process)
 
 
 _servers: dict = {}

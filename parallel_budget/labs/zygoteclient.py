@@ -28,7 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..pidfd import PidfdChild
+from ..pidfd import PidfdChild, stop_server
 from .zygote import CODE, MAX_MESSAGE
 from .zygoterank import ARG_PAD_BYTES, CWD, ENV_PAD, ENV_PAD_BYTES, PER_RANK_ENV, fits
 
@@ -203,12 +203,7 @@ class Zygote:
 
     def close(self) -> None:
         """End the zygote (EOF on its socket) and reap it; it kills anything it still runs."""
-        self._sock.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_server(self._sock, self.process)
 
 
 _zygotes: dict = {}  # (frozen worker environment, package stamp) -> Zygote
