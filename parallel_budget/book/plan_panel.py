@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..model.plan import SHAPES, plan_budget, search_plans
+from ..model.plan import SHAPES, plan_budget
+from ..model.plansearch import search_plans
 from ..model.units import fmt, fmt_percent
 from .widgets import Panel, _float, _int, _text
 
@@ -22,14 +23,14 @@ def _time(q) -> str:
     return fmt(q, "s" if q.to("s").magnitude >= 1 else "ms")
 
 
-def _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, mfu):
+def _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, hfu):
     return dict(**SHAPES[shape], global_batch=global_batch, recompute=recompute, schedule=schedule,
-                device_memory=device_memory, intra_bw=intra_bw, inter_bw=inter_bw, peak_flops=peak_flops, mfu=mfu)
+                device_memory=device_memory, intra_bw=intra_bw, inter_bw=inter_bw, peak_flops=peak_flops, hfu=hfu)
 
 
 def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute, schedule, device_memory,
-            intra_bw, inter_bw, peak_flops, mfu, devices):
-    kw = _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, mfu)
+            intra_bw, inter_bw, peak_flops, hfu, devices):
+    kw = _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, hfu)
     b = plan_budget(**kw, dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     m = b.memory
     rows = [
@@ -56,7 +57,7 @@ def search_rows(devices, top=5, **kw) -> list:
 
 def plan_panel(shape="llama2-7b", global_batch=32, dp=16, tp=1, pp=1, zero_stage=2, micro_batch=1,
                recompute="selective", schedule="1f1b", device_memory="80 GB", intra_bw="150 GB/s",
-               inter_bw="25 GB/s", peak_flops=312e12, mfu=0.4, devices=16) -> Panel:
+               inter_bw="25 GB/s", peak_flops=312e12, hfu=0.4, devices=16) -> Panel:
     """A panel for one plan of a public model shape, with the search's best splits below."""
     dropdown = lambda options, value, label: widgets.Dropdown(options=options, value=value, description=label)  # noqa: E731
     controls = {
@@ -69,7 +70,7 @@ def plan_panel(shape="llama2-7b", global_batch=32, dp=16, tp=1, pp=1, zero_stage
         "schedule": dropdown(["1f1b", "gpipe"], schedule, "流水线调度"),
         "device_memory": _text(device_memory, "每卡显存"),
         "intra_bw": _text(intra_bw, "节点内带宽"), "inter_bw": _text(inter_bw, "跨节点带宽（每卡）"),
-        "peak_flops": _float(peak_flops, "峰值 FLOP/s", step=1e12), "mfu": _float(mfu, "MFU", step=0.05),
+        "peak_flops": _float(peak_flops, "峰值 FLOP/s", step=1e12), "hfu": _float(hfu, "HFU", step=0.05),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
     }
     return Panel("方案构建器：显存、通信与步时", controls, _render)

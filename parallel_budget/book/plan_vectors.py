@@ -19,7 +19,8 @@ import json
 import re
 from pathlib import Path
 
-from ..model.plan import search_plans, plan_budget
+from ..model.plan import plan_budget
+from ..model.plansearch import search_plans
 from ..model.planreport import verdict_codes
 from ..model.units import parse
 from .calculators import _f, _field_value
