@@ -25,10 +25,10 @@ MODELS = {
                    "ffn": 28672, "gated": True, "dropout": False, "flash_attention": True},
 }
 CLUSTERS = {
-    "h100-80gb": {"devices_per_node": 8, "device_memory": "80 GiB", "intra_bw": "450 GB/s", "inter_bw": "50 GB/s",
-                  "peak_flops": 989e12},
     "a100-40gb": {"devices_per_node": 8, "device_memory": "40 GiB", "intra_bw": "300 GB/s", "inter_bw": "25 GB/s",
                   "peak_flops": 312e12},
+    "h100-80gb": {"devices_per_node": 8, "device_memory": "80 GiB", "intra_bw": "450 GB/s", "inter_bw": "50 GB/s",
+                  "peak_flops": 989e12},
 }
 PRESETS = {"model": MODELS, "cluster": CLUSTERS}
 

@@ -4,9 +4,9 @@ The course's title question, "why not 4× faster", for a whole plan: keep the
 model, the global batch and the plan's TP, PP, ZeRO stage and micro-batch size,
 and change one thing.
 
-* ``over="devices"``: the data-parallel degree takes every power of two that
-  divides global_batch / micro_batch (and the plan's own dp); the device count
-  is dp·tp·pp.  ZeRO needs dp > 1, so the one-replica point runs stage 0.
+* ``over="devices"``: the data-parallel degree takes 1, the plan's own dp, and
+  every power of two from dp/8 up that divides global_batch / micro_batch; the
+  device count is dp·tp·pp.  ZeRO needs dp > 1, so the one-replica point runs stage 0.
 * ``over="inter_bw"``: the inter-node bandwidth is the plan's times 1/8 … 8.
 
 Speedup is measured against one device doing only the model's compute (no
@@ -56,9 +56,10 @@ def _point(s: dict, x: float, dp: int, tp: int, pp: int, stage: int, mb: int) ->
 
 
 def scaling_dps(global_batch: int, micro_batch: int, dp: int) -> list:
-    """The data-parallel degrees of the device curve: powers of two dividing global_batch/micro_batch, and dp."""
+    """The data-parallel degrees of the device curve: 1, dp, and the powers of two from dp/8 up that divide
+    global_batch/micro_batch (at most a dozen timelines, however large the batch)."""
     most = global_batch // micro_batch
-    return sorted({d for d in (2 ** i for i in range(most.bit_length())) if most % d == 0} | {dp})
+    return sorted({d for d in (2 ** i for i in range(most.bit_length())) if most % d == 0 and 8 * d >= dp} | {1, dp})
 
 
 def plan_scaling(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, over="devices", **kw) -> PlanScaling:

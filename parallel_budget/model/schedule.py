@@ -19,9 +19,9 @@ stages per rank (virtual stages; rank r holds stages r, r + p, …, r + (v−1)�
   one backward alternately, then the remaining backwards.
 
 With equal stages and nothing else slowing them, the bubble is (p−1)/m of the
-ideal time for GPipe and 1F1B and (p−1)/(v·m) for interleaved 1F1B: the
-convention this module's users quote (chapter 4 also gives the share of the
-whole step, (p−1)/(m+p−1)).
+ideal time for GPipe and 1F1B and (p−1)/(v·m) for interleaved 1F1B (the papers'
+convention); as a share of the whole step, the book's convention (chapter 4),
+that is (p−1)/(m+p−1) and (p−1)/(v·m+p−1).
 """
 
 from __future__ import annotations

@@ -178,3 +178,47 @@ def events(tl: Timeline) -> tuple:
             else:
                 out.append(Event(d, STREAMS[stream], s, e, w, r, tag))
     return tuple(out)
+
+
+def _pieces(intervals: list, cover: list) -> list:
+    """The parts of each (start, end, row) of ``intervals`` (sorted by start) outside ``cover`` (sorted, disjoint)."""
+    out, k, n = [], 0, len(cover)
+    for s, e, r in intervals:
+        while k < n and cover[k][1] <= s:
+            k += 1
+        x, i = s, k
+        while i < n and cover[i][0] < e:
+            lo, hi = cover[i]
+            if lo > x:
+                out.append((x, lo, r))
+            x = max(x, hi)
+            if x >= e:
+                break
+            i += 1
+        if x < e:
+            out.append((x, e, r))
+    return out
+
+
+def exposed_spans(events: tuple, device: int) -> tuple:
+    """Where ``device`` waits: ((start, end, row), …) of exposed communication (same priority as :func:`read`),
+    and ((start, end), …) of idle time, from :func:`events`; for drawing."""
+    busy, groups = [], {"tp": [], "pp": [], "dp": []}
+    step = max((e.end for e in events), default=0.0)
+    for e in events:
+        if e.device != device:
+            continue
+        if e.stream == "compute":
+            busy.append((e.end - e.work, e.end))
+        else:
+            groups["pp" if e.stream.startswith("pp") else e.stream].append((e.start, e.end, e.row))
+    cover = _union(busy, [])
+    spans = []
+    for name in ("tp", "pp", "dp"):
+        group = sorted(groups[name])
+        if name == "pp" and group:
+            group = [(s, e, group[0][2]) for s, e in _union([(s, e) for s, e, _ in group], [])]
+        spans += _pieces(group, cover)
+        cover = _union(cover, [(s, e) for s, e, _ in group])
+    idle = [(s, e) for s, e, _ in _pieces([(0.0, step, -1)], cover)]
+    return tuple(sorted(spans)), tuple(idle)
