@@ -113,7 +113,7 @@ def memory_figure(layout, title: str = "每卡显存"):
         x += w
     cap = gb(layout["capacity"])
     ax.axvline(cap, color="black", linestyle="--", linewidth=1)
-    ax.text(cap, 0.42, f"显存 {fmt(Q_(layout['capacity'], 'B'))}", ha="center", va="bottom", fontsize=8.5)
+    ax.text(cap, 0.42, f"显存 {fmt(Q_(layout['capacity'], 'B'))} ", ha="right", va="bottom", fontsize=8.5)
     verdict = "放得下" if layout["fits"] else "放不下"
     ax.text(x, -0.42, f"共 {fmt(Q_(layout['total'], 'B'))}（{verdict}）", ha="right" if x > cap * 0.6 else "left",
             va="top", fontsize=8.5)

@@ -29,6 +29,7 @@ from ..model.units import Q_, fmt
 STREAM_ZH = {"compute": "计算", "tp": "TP", "dp": "DP", "pp": "PP"}
 ROW_ZH = {"dp_allreduce": "DP all-reduce", "dp_reduce_scatter": "DP reduce-scatter", "dp_all_gather": "DP all-gather",
           "dp_all_gather_backward": "DP all-gather（反向）", "tp": "TP 集合通信", "pp": "PP 点对点"}
+SHORT = {"dp_allreduce": "AR", "dp_reduce_scatter": "RS", "dp_all_gather": "AG", "dp_all_gather_backward": "AG"}
 MERGE = 400  # blocks closer than step / MERGE merge
 MEMORY = (("param_state", "参数"), ("grad_state", "梯度"), ("optim_state", "优化器状态"), ("activations", "激活"),
           ("gather", "临时缓冲"), ("working", "重算工作区"))
@@ -59,7 +60,7 @@ def _what(e, zero3: bool) -> tuple:
         return "pp", "", f"{name}：阶段 {k} 收到微批次 {j} 的{'激活' if e.stream == 'pp_act' else '梯度'}"
     if e.stream == "tp":
         return "tp", "", f"{name}：微批次 {j}"
-    return "dp", "", f"{name}" + (f"：微批次 {j}" if j >= 0 else "")
+    return "dp", SHORT[ROWS[e.row]], f"{name}" + (f"：微批次 {j}" if j >= 0 else "")
 
 
 def _merge(blocks: list, gap: float, narrow: float) -> list:

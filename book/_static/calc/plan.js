@@ -484,6 +484,7 @@ function scaling(s, split, over = 'devices') {
 const tfmt = (x) => fmt(x, 's', Math.abs(x) >= 1 ? 's' : 'ms');
 const STREAM_ZH = { compute: '计算', tp: 'TP', dp: 'DP', pp: 'PP' };
 const ROW_ZH = { dp_allreduce: 'DP all-reduce', dp_reduce_scatter: 'DP reduce-scatter', dp_all_gather: 'DP all-gather', dp_all_gather_backward: 'DP all-gather（反向）', tp: 'TP 集合通信', pp: 'PP 点对点' };
+const SHORT = { dp_allreduce: 'AR', dp_reduce_scatter: 'RS', dp_all_gather: 'AG', dp_all_gather_backward: 'AG' };
 const MEMORY = [['param_state', '参数'], ['grad_state', '梯度'], ['optim_state', '优化器状态'], ['activations', '激活'], ['gather', '临时缓冲'], ['working', '重算工作区']];
 function events(tl) {
   const out = [];
@@ -540,7 +541,7 @@ function what(e, zero3) {
   const name = ROW_ZH[ROWS[e.row]];
   if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
-  return ['dp', '', name + (j >= 0 ? `：微批次 ${j}` : '')];
+  return ['dp', SHORT[ROWS[e.row]], name + (j >= 0 ? `：微批次 ${j}` : '')];
 }
 function merge(blocks, gap, narrow) {
   const out = [];

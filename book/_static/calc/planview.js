@@ -67,7 +67,7 @@ function timelineSvg(L, width) {
   for (const b of L.blocks) {
     const comp = L.lanes[b.lane].stream === 'compute', bh = comp ? 18 : 12, bw = (b.end - b.start) * sx;
     body += rect(left + b.start * sx, ys[b.lane], bw, bh, BLOCK[b.kind], b.title);
-    if (b.label && bw > 26) body += text(left + b.start * sx + bw / 2, ys[b.lane] + 13, b.label, 'pb-in', 'middle');
+    if (b.label && bw > 26) body += text(left + b.start * sx + bw / 2, ys[b.lane] + (comp ? 13 : 10), b.label, 'pb-in', 'middle');
   }
   for (const m of L.marks) if (m.kind === 'exposed') body += rect(left + m.start * sx, ys[m.lane] + 6, (m.end - m.start) * sx, 8, 'pb-ex pb-hatch', m.title);
   for (let t = 0; t <= L.step * 1.0001; t += tick) {
