@@ -90,13 +90,13 @@ def test_feedback_after_a_regrade_holds_the_manual_mark(graded):
     course, folder, _ = graded
     _set_mark(course.gradebook, "s1", "explain_ex1", 1.5, "论证完整,$2(R-1)/R$ 写对了")
     html = course.feedback / "s1" / "lesson" / f"{NB}.html"
-    assert "得分:1.5 / 2.0" not in html.read_text(encoding="utf-8")
+    assert "得分：1.5 / 2.0" not in html.read_text(encoding="utf-8")
     done = _cli(course, "feedback", "--student", "s1")  # after manual grading, without a re-grade
-    assert done.returncode == 0 and "得分:1.5 / 2.0" in html.read_text(encoding="utf-8"), done.stderr
+    assert done.returncode == 0 and "得分：1.5 / 2.0" in html.read_text(encoding="utf-8"), done.stderr
     summary = grade(folder, root=course.root, jobs=1, timeout=10, quiet=True, students=["s1"])
     assert summary["graded"] == ["s1"] and summary["not_selected"] == 1 and summary["regrade"] == []
     html = (course.feedback / "s1" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
-    assert "得分:1.5 / 2.0" in html and "论证完整" in html
+    assert "得分：1.5 / 2.0" in html and "论证完整" in html
     assert scores(course.gradebook)[("s1", NB, "explain_ex1")] == (1.5, 2.0)
 
 

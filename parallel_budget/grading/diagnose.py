@@ -28,7 +28,7 @@ MISTAKES = {
     "total": "算成了全网所有 rank 的发送总量（多乘了 R）；题目要的是每个 rank 的量",
     "gib": "用了 GiB（2^30 字节）而不是本课程的十进制 GB（10^9 字节）",
     "ring_fraction": "漏掉了 (R-1)/R：每 rank 只发送 R-1 轮、每轮 G/R",
-    "factor2": "漏掉了系数 2:ring all-reduce 有 reduce-scatter 和 all-gather 两个阶段",
+    "factor2": "漏掉了系数 2：ring all-reduce 有 reduce-scatter 和 all-gather 两个阶段",
     "mean_twice": "平均做了两次：all-reduce 已经求平均，又除了一次 R",
     "sum": "all-reduce 求和后没有除以 R，梯度被放大了 R 倍",
     "act_over_d": "把激活也除以了 D：激活跟输入和执行计划有关，数据并行分片不会缩小它",

@@ -181,12 +181,12 @@ def numbers_text(course, students, assignment=None) -> str:
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业,可用:{', '.join(assignments)}")
-    state = "已打开" if enabled(cfg) else "没有打开(c.Variants.enabled = False,发布和评分都用书中的数字)"
-    lines = [f"个人数字:{state};课程 {course_id(cfg)!r},作业 {assignment}。"]
+        raise CourseError(f"请用 --assignment 指定作业，可用：{', '.join(assignments)}")
+    state = "已打开" if enabled(cfg) else "没有打开（c.Variants.enabled = False，发布和评分都用书中的数字）"
+    lines = [f"个人数字：{state}；课程 {course_id(cfg)!r}，作业 {assignment}。"]
     for student in students:
         if not variants._ID.match(student):
-            raise CourseError(f"学生编号 {student!r} 不合规:不能含空格、/ 或 \\。")
+            raise CourseError(f"学生编号 {student!r} 不合规：不能含空格、/ 或 \\。")
         lines.append(f"\n== {student} ==")
         for nb in course.notebooks(assignment):
             for scenario in variants.SCENARIOS.get(nb, ()):

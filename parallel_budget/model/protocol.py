@@ -31,13 +31,13 @@ class CollectiveCheck:
     def explain(self) -> str:
         """One Chinese sentence for the page and the logs."""
         if not self.hangs:
-            return f"所有 rank 依次进入了相同的 {self.completed} 次集体通信,协议一致。"
+            return f"所有 rank 依次进入了相同的 {self.completed} 次集体通信，协议一致。"
         i = self.mismatch_at
-        parts = [f"前 {self.completed} 次集体通信一致;第 {i + 1} 次出现分歧"]
+        parts = [f"前 {self.completed} 次集体通信一致；第 {i + 1} 次出现分歧"]
         if self.missing:
-            parts.append(f"rank {', '.join(map(str, self.missing))} 没有再调用(已退出或数据提前用尽)")
+            parts.append(f"rank {', '.join(map(str, self.missing))} 没有再调用（已退出或数据提前用尽）")
         if self.diverged:
-            parts.append(f"rank {', '.join(map(str, self.diverged))} 调用了不同的通信(走了不同分支)")
+            parts.append(f"rank {', '.join(map(str, self.diverged))} 调用了不同的通信（走了不同分支）")
         if self.waiting:
             parts.append(f"rank {', '.join(map(str, self.waiting))} 会一直等待")
         return ",".join(parts) + "。"
@@ -56,12 +56,12 @@ def check_collectives(calls) -> CollectiveCheck:
     ``missing``.
     """
     if isinstance(calls, (str, bytes)) or not hasattr(calls, "__iter__"):
-        raise ValueError('check_collectives() 的参数 calls 需要每个 rank 的集体通信序列,例如 [["all_reduce"], ["all_reduce"]]。')
+        raise ValueError('check_collectives() 的参数 calls 需要每个 rank 的集体通信序列，例如 [["all_reduce"], ["all_reduce"]]。')
     seqs = []
     for rank, seq in enumerate(calls):
         if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
             raise ValueError(
-                f"check_collectives() 的参数 calls[{rank}] 需要一个通信名称列表,收到 {seq!r}。例如 [\"all_reduce\", \"barrier\"]"
+                f"check_collectives() 的参数 calls[{rank}] 需要一个通信名称列表，收到 {seq!r}。例如 [\"all_reduce\", \"barrier\"]"
             )
         seqs.append(tuple(str(c) for c in seq))
     if len(seqs) < 2:
