@@ -95,7 +95,13 @@ class CollectiveCheck:
             return ("这些调用操作相同、形状相同，会互相配对并照常完成：不报错，也不挂起，结果却悄悄配错；"
                     "TORCH_DISTRIBUTED_DEBUG=DETAIL 比对的是操作和形状，也查不出来。" + rest)
         if self.outcome == "mismatch":
-            return ("这些调用的操作或形状不同：开了 TORCH_DISTRIBUTED_DEBUG=DETAIL 时每个 rank 在通信前报错，"
+            i = self.mismatch_at
+            ops = {_op(seq[i]) for seq in self.calls if i < len(seq)}
+            shapes = {s[i] for s in self.shapes if i < len(s) and s[i] is not None}
+            what = "操作不同" if len(ops) > 1 else "张量形状不同"
+            if len(ops) == 1 and len(shapes) > 1 and self.diverged:
+                what += "（" + "，".join(f"rank {r} 是 {_shape(self.shapes[r][i])}" for r in range(len(self.calls))) + "）"
+            return (f"这些调用的{what}：开了 TORCH_DISTRIBUTED_DEBUG=DETAIL 时每个 rank 在通信前报错，"
                     "写出各自的调用；不开时后果取决于后端，可能报错，可能等到超时，也可能有 rank 带着错的值继续。")
         return ("操作相同，但没有给出形状：形状相同会互相配对、悄悄配错；形状不同则与操作不同一样，"
                 "开 TORCH_DISTRIBUTED_DEBUG=DETAIL 时报错，不开时可能报错、等到超时或带着错的值继续。")
