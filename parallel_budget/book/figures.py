@@ -195,7 +195,9 @@ def zero_bars_figure(table, device_memory=None):
     ax.legend(frameon=False, fontsize=9, loc="upper right")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(f"{_count_zh(table[0].params)} 个参数，D = {table[0].dp}：只画常驻的参数、梯度和优化器状态", fontsize=10.5)
+    count = _count_zh(table[0].params)
+    count += " " if count[-1].isdigit() else ""  # "10 亿个参数", "5000 个参数"
+    ax.set_title(f"{count}个参数，D = {table[0].dp}：只画常驻的参数、梯度和优化器状态", fontsize=10.5)
     return _done(fig)
 
 
@@ -239,15 +241,15 @@ def hang_sequence_figure(check):
     for r, seq in enumerate(check.calls):
         for k in range(longest):
             if k < len(seq):
-                bad = check.hangs and k >= check.mismatch_at
+                bad = not check.consistent and k >= check.mismatch_at
                 color = PALETTE["error"] if (bad and r in check.diverged) else (PALETTE["exposed"] if bad else PALETTE["hidden"])
                 ax.add_patch(_box(k, r, color))
                 ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color="white", fontsize=9)
-            elif check.hangs and k == check.mismatch_at:
+            elif not check.consistent and k == check.mismatch_at:
                 ax.add_patch(_box(k, r, "white", linestyle="--", linewidth=1.2))
                 ax.patches[-1].set_edgecolor(VERMILION)
                 ax.text(k + 0.5, r + 0.5, "已退出 /\n无调用", ha="center", va="center", color=VERMILION, fontsize=9)
-    if check.hangs:
+    if not check.consistent:
         ax.axvline(check.mismatch_at, color=VERMILION, linewidth=1.5)
     ax.set_xlim(0, longest)
     ax.set_ylim(ranks, 0)
@@ -256,6 +258,8 @@ def hang_sequence_figure(check):
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    verdict = "从红线起全组互相等待（挂起）" if check.hangs else "各 rank 次数与顺序一致"
-    ax.set_title(f"每个 rank 依次进入的集体通信：{verdict}", fontsize=10.5)
+    verdict = {None: "各 rank 次数与顺序一致", "block": "从红线起，已进入的 rank 等到超时（挂起）",
+               "silent": "从红线起，错位的调用悄悄配对，结果出错", "mismatch": "从红线起，操作或形状对不上",
+               "unknown": "从红线起调用错位（形状未知）"}[check.outcome]
+    ax.set_title(f"每个 rank 依次进入的集合通信：{verdict}", fontsize=10.5)
     return _done(fig)

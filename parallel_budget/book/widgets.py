@@ -210,5 +210,5 @@ def _render_hang(**ranks):
 def hang_panel(calls=("all_reduce, all_reduce, all_reduce", "all_reduce, all_reduce, all_reduce",
                       "all_reduce, all_reduce", "all_reduce, all_reduce, all_reduce")) -> Panel:
     """Chapter 5: type each rank's collectives in order; see where the group would hang."""
-    controls = {f"rank{r}": _text(text, f"rank {r} 的集体通信") for r, text in enumerate(calls)}
-    return Panel("各 rank 的集体通信序列", controls, _render_hang)
+    controls = {f"rank{r}": _text(text, f"rank {r} 的集合通信") for r, text in enumerate(calls)}
+    return Panel("各 rank 的集合通信序列", controls, _render_hang)

@@ -157,7 +157,7 @@ def main(argv=None) -> int:
         stale = {a: stale_notebooks(course, a) for a in names}
         bad = {a: s for a, s in stale.items() if s}
         for a, s in bad.items():
-            print(f"exercises/{a} 已过期：{', '.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
+            print(f"exercises/{a} 已过期：{'、'.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
         return 1 if bad else 0
     except CourseError as exc:
         print(f"错误：{exc}", file=sys.stderr)

@@ -58,7 +58,7 @@ class Course:
     def notebooks(self, assignment: str) -> list[str]:
         folder = self.source / assignment
         if not folder.is_dir():
-            raise CourseError(f"没有作业 {assignment!r}：{folder} 不存在。可用：{', '.join(self.assignments())}")
+            raise CourseError(f"没有作业 {assignment!r}：{folder} 不存在。可用：{'、'.join(self.assignments())}")
         return sorted(p.stem for p in folder.glob("*.ipynb"))
 
     def source_digest(self, assignment: str) -> str:

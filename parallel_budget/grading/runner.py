@@ -202,7 +202,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业，可用：{', '.join(assignments)}")
+        raise CourseError(f"请用 --assignment 指定作业，可用：{'、'.join(assignments)}")
     jobs = jobs or os.cpu_count() or 1
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     with _locked(course):
@@ -211,7 +211,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         if students:
             missing = sorted(set(students) - set(found))
             if missing:
-                raise CourseError(f"autograde/submitted 里没有这些学生的提交：{', '.join(missing)}")
+                raise CourseError(f"autograde/submitted 里没有这些学生的提交：{'、'.join(missing)}")
         key, base = prepare_base(course, assignment)
         source = course.source_digest(assignment)
         before = graded_digests(course, assignment)
@@ -286,7 +286,7 @@ def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业，可用：{', '.join(assignments)}")
+        raise CourseError(f"请用 --assignment 指定作业，可用：{'、'.join(assignments)}")
     done = []
     with _locked(course):
         install_mathjax(course.feedback)
@@ -313,7 +313,7 @@ def summary_text(course: Course, summary: dict) -> str:
                      + "、".join(f"{s} {nb}/{cell}" for s, nb, cell in summary["regrade"]))
     if summary.get("offenders"):
         lines.append("诚信报告里有记录的学生（其余学生不受影响）："
-                     + ";".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
+                     + "；".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
     lines.append(f"成绩：{course.grades_csv.relative_to(course.root)}；"
                  f"诚信报告：{course.integrity_csv.relative_to(course.root)}；反馈：{course.feedback.relative_to(course.root)}/")
     if not summary.get("sandbox", True):

@@ -91,7 +91,7 @@ def check_same_step(chosen: dict, directory, world_size: int) -> int:
     steps = set(chosen.values())
     if len(steps) == 1 and None not in steps:
         return steps.pop()
-    listing = ",".join(f"rank {r} 是第 {s} 步" if s is not None else f"rank {r} 没有分片" for r, s in chosen.items())
+    listing = "，".join(f"rank {r} 是第 {s} 步" if s is not None else f"rank {r} 没有分片" for r, s in chosen.items())
     good = latest_complete_step(directory, world_size)
     hint = (f"所有分片都齐全的最新一步是第 {good} 步：用 latest_complete_step() 找到它，各 rank 都从这一步恢复。"
             if good is not None else "没有哪一步的分片是齐全的，只能从头训练。")
@@ -203,13 +203,13 @@ def summarize(results, opts, ranks) -> Report:
     resume = results[0]["resume"]
     restored = max(r["restored_diff"] for r in results)
     final = max(r["final_diff"] for r in results)
-    mixed = ",".join(f"rank {r}：第 {s} 步" for r, s in naive.items())
+    mixed = "，".join(f"rank {r}：第 {s} 步" for r, s in naive.items())
     others = "rank 0" if ranks == 2 else f"rank 0..{ranks - 2}"
     expect_refuse = ranks > 1
     rows = (
         Row("崩溃后磁盘上的分片", (f"{others} 有第 {crash} 步，rank {ranks - 1} 只到第 {crash - 1} 步" if expect_refuse
                                else f"rank 0 只到第 {crash - 1} 步"),
-            f"各 rank 最新：{mixed}；残留临时文件 {', '.join(results[0]['tmp_files']) or '无'}",
+            f"各 rank 最新：{mixed}；残留临时文件 {'、'.join(results[0]['tmp_files']) or '无'}",
             "步数混在一起", None),
         Row("“各取自己最新的文件”", "加载器拒绝，并指出共同的最新步" if expect_refuse else "只有 1 个 rank，不会混合",
             refused or "没有拒绝", "拒绝了" if refused else "没有拒绝", bool(refused) == expect_refuse),

@@ -21,7 +21,7 @@ LABS = {
     "overlap": "DDP 的 bucket_cap_mb 与计算/通信重叠：隐藏与暴露的通信",
     "zero_state": "ZeroRedundancyOptimizer 与普通 Adam：每 rank 优化器状态字节",
     "tp_pp": "列并行/行并行线性层等于完整矩阵乘；两阶段流水线的空闲与气泡公式",
-    "late_rank": "一个 rank 晚到：其他 rank 在集体通信里等多久，归因给谁",
+    "late_rank": "一个 rank 晚到：其他 rank 在集合通信里等多久，归因给谁",
     "hang": "四种挂起：跳过、顺序不同、提前退出、数据先用完；检测与修复",
     "checkpoint": "分片 checkpoint：混合步数被拒绝，从所有分片共有的最新步恢复",
 }
@@ -59,7 +59,7 @@ class LaunchConfig:
         known = {**LABS, **EXTRA}
         if not isinstance(self.lab, str) or self.lab not in known:
             raise ValueError(
-                f"LaunchConfig 的字段 lab 不认识 {self.lab!r}。可用的实验：{', '.join(LABS)}。"
+                f"LaunchConfig 的字段 lab 不认识 {self.lab!r}。可用的实验：{'、'.join(LABS)}。"
                 '例如 run_lab("two_rank_update", ranks=2)'
             )
         module = lab_module(self.lab)

@@ -22,7 +22,7 @@ from .cli import main
 from .runtime import Option
 
 NAME = "late_rank"
-TITLE = "实验 6：一个 rank 晚到，其他 rank 在集体通信里等多久？"
+TITLE = "实验 6：一个 rank 晚到，其他 rank 在集合通信里等多久？"
 OPTIONS = {
     "slow_rank": Option(-1, "被拖慢的 rank（-1 表示最后一个）", minimum=-1, maximum=63),
     "delay_ms": Option(150.0, "慢存储让这个 rank 多花的读取时间（毫秒）", minimum=0.0, maximum=5000.0),
@@ -111,7 +111,7 @@ def summarize(results, opts, ranks) -> Report:
                     f"相差 {abs(step - p_step) * 1e3:.2g} ms", None))
     notes = (
         f"{ranks} 个 rank，rank {slow} 每步读数据多花 {opts['delay_ms']:g} ms，其余 rank 只计算 {opts['compute_ms']:g} ms。",
-        "预测列由 parallel_budget.straggler_wait（各 rank 到达前的用时，通信）给出：集体通信要等最后一个 rank 到达才能完成。",
+        "预测列由 parallel_budget.straggler_wait（各 rank 到达前的用时，通信）给出：集合通信要等最后一个 rank 到达才能完成。",
         "实测列是 all_reduce 从调用到返回的时间；快的 rank 把慢 rank 的读取时间花在了“通信”里，看起来像网络慢，其实是存储慢。",
         "所有进程在同一台机器上，time.monotonic() 是同一个时钟，所以能比较各 rank 的到达时刻。",
     )

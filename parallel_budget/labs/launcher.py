@@ -204,7 +204,7 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
         forked=tuple(isinstance(p, zygoteclient.ForkedRank) for p in procs),
     )
     if check and timed_out:
-        waiting = ";".join(f"rank {r} 最后进入：{c}" for r, c in last_calls.items()) or "没有 rank 记录过集体通信"
+        waiting = "；".join(f"rank {r} 最后进入：{c}" for r, c in last_calls.items()) or "没有 rank 记录过集合通信"
         raise LabTimeout(
             f"实验 {cfg.lab} 超过 timeout={cfg.timeout:g} s 仍未结束，已终止全部 {cfg.ranks} 个进程。"
             f"{waiting}。日志在 {cfg.run_dir}。如果它只是需要更久，可以写 "

@@ -149,7 +149,7 @@ def summarize(results, opts, ranks) -> Report:
         f"G = {fmt(Q_(G, 'B'), 'MB', 4)}（float32 整数值，求和顺序不同也完全相等），{ranks} 个 rank，每块 {fmt(model.chunk, 'MB', 4)}。",
         "发送字节在每次 isend 前按张量大小累加，和 parallel_budget.ring_allreduce 的 send_per_rank 比较。",
         "单向带宽取 rank 0 独自把整个梯度发给 rank 1 的最快一次；下界 = 每 rank 发送量 ÷ 这个带宽，忽略逐轮启动、归约计算和多个 rank 同时发送的竞争，所以实测时间更长。",
-        "本机回环上的 gloo 只验证协议与算术，不代表跨节点网络的性能。",
+        "这里的 gloo 走本机回环：能核对协议和字节数，测不出跨机器网络的快慢。",
     )
     facts = {"bytes": G, "sent": sent, "received": recv, "predicted_send": want, "max_abs_diff": diff,
              "t_ring": t_ring, "t_allreduce": t_lib, "lower_bound": bound, "bandwidth": bw.to("B/s").magnitude}

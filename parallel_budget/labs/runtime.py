@@ -53,15 +53,15 @@ class Option:
 def _describe(name: str, opt: Option) -> str:
     if opt.choices:
         return f"{name}：{'、'.join(map(str, opt.choices))} 之一（默认 {opt.default!r}）"
-    return f"{name}:{opt.help}（默认 {opt.default!r}）"
+    return f"{name}：{opt.help}（默认 {opt.default!r}）"
 
 
 def validate_options(lab: str, spec: dict, given: dict) -> dict:
     """Options ``given`` merged over the defaults of ``spec``; Chinese ValueError on a bad one."""
     unknown = sorted(set(given) - set(spec))
     if unknown:
-        accepted = ";".join(_describe(k, v) for k, v in spec.items()) or "（这个实验没有选项）"
-        raise ValueError(f"实验 {lab} 没有选项 {', '.join(unknown)}。可用的选项：{accepted}")
+        accepted = "；".join(_describe(k, v) for k, v in spec.items()) or "（这个实验没有选项）"
+        raise ValueError(f"实验 {lab} 没有选项 {'、'.join(unknown)}。可用的选项：{accepted}")
     out = {}
     for name, opt in spec.items():
         value = given.get(name, opt.default)
@@ -250,7 +250,7 @@ class CallLedger:
         self.ns = f"{LEDGER_NS}/{namespace}"
         self.count = 0
         self.calls = []  # labels this rank entered, in order (for check_collectives)
-        self.last = "（尚未调用集体通信）"
+        self.last = "（尚未调用集合通信）"
 
     def _key(self, k, r):
         return f"{self.ns}/call/{k}/{r}"
@@ -279,7 +279,7 @@ class CallLedger:
                 where.append(f"rank {r}({state}，它最后一次记录：{last})")
             raise HangDetected(
                 f"检测到挂起：rank {self.rank} 在{self.last}前等了 {waited:.2f} s，"
-                f"rank {', '.join(map(str, missing))} 没有到达。{';'.join(where)}。"
+                f"rank {'、'.join(map(str, missing))} 没有到达。{'；'.join(where)}。"
             ) from None
         differ = []
         for r in others:
@@ -288,8 +288,8 @@ class CallLedger:
                 differ.append(f"rank {r} 是 {theirs}")
         if differ:
             raise HangDetected(
-                f"集体通信顺序不一致：第 {k + 1} 次调用，rank {self.rank} 是 {label}，{';'.join(differ)}。"
-                "各 rank 必须以相同的次数和顺序进入相同的集体通信。"
+                f"集合通信顺序不一致：第 {k + 1} 次调用，rank {self.rank} 是 {label}，{'；'.join(differ)}。"
+                "各 rank 必须以相同的次数和顺序进入相同的集合通信。"
             )
 
     def mark_exit(self) -> None:

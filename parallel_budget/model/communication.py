@@ -100,7 +100,7 @@ def busbw(algbw, ranks, collective: str = "allreduce") -> pint.Quantity:
     key = str(collective).lower().replace("_", "").replace("-", "")
     if key not in _BUSBW_FACTORS:
         raise ValueError(
-            f"busbw() 的参数 collective 不认识 {collective!r}。可用：{', '.join(_BUSBW_FACTORS)}"
+            f"busbw() 的参数 collective 不认识 {collective!r}。可用：{'、'.join(_BUSBW_FACTORS)}"
         )
     return (bw * _BUSBW_FACTORS[key](n)).to("B/s")
 

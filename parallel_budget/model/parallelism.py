@@ -202,6 +202,12 @@ class PipelineInFlight:
     peak: int  # the worst stage (stage 0)
     activations: pint.Quantity  # peak * activation bytes of one microbatch on one stage
 
+    @property
+    def batch_fraction(self) -> float:
+        """The peak as a share of the whole batch's activations on one stage, when a fixed batch is split
+        into ``microbatches`` equal parts (each holds 1/m of it): GPipe 1 whatever m is, 1F1B p/m."""
+        return self.peak / self.microbatches
+
     def __repr__(self) -> str:
         return (
             f"PipelineInFlight(schedule={self.schedule!r}, stages={self.stages}, microbatches={self.microbatches}: "
@@ -214,7 +220,8 @@ def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_mic
 
     GPipe: m on every stage.  1F1B: min(p - i, m) on stage i.
     ``activation_per_microbatch`` (bytes one stage stores for one microbatch)
-    turns the peak count into bytes.
+    turns the peak count into bytes.  At a fixed batch, a microbatch is 1/m of it:
+    ``batch_fraction`` is the peak in units of the whole batch (GPipe 1, 1F1B p/m).
 
     >>> pipeline_in_flight(4, 8, "gpipe").peak, pipeline_in_flight(4, 8, "1f1b").peak
     (8, 4)

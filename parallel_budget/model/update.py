@@ -64,7 +64,7 @@ def data_parallel_update(w, grads, lr, reduction="mean") -> DataParallelUpdate:
         raise ValueError("data_parallel_update() 的参数 grads 至少要有一个 rank 的梯度。")
     if reduction not in REDUCTIONS:
         raise ValueError(
-            f"data_parallel_update() 的参数 reduction 只能是 {', '.join(map(repr, REDUCTIONS))}，收到 {reduction!r}。"
+            f"data_parallel_update() 的参数 reduction 只能是 {'、'.join(map(repr, REDUCTIONS))}，收到 {reduction!r}。"
         )
     r = len(gs)
     mean = math.fsum(gs) / r
