@@ -24,7 +24,7 @@ HAN = "\u3400-\u4dbf\u4e00-\u9fff"
 CJK_PUNCT = "\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f"
 CJK = HAN + CJK_PUNCT
 # What may sit between two Chinese stretches inside one clause: numbers, Latin words, units, spaces.
-SPAN = re.compile(r"[A-Za-z0-9 _.%/+\-×*=^#~·\u2212\u00d7]")
+SPAN = re.compile(r"[A-Za-z0-9 _.%/+\-×*=^#~·()\u2212\u00d7]")
 SPAN_MAX = 24
 # Chinese sentence punctuation that ends a clause as a Chinese character would (not brackets or quotes).
 CLAUSE = re.compile(rf"[{HAN}\u3001\u3002\uff0c\uff1a\uff1b\uff01\uff1f]")
@@ -55,6 +55,24 @@ def _reach(text: str, i: int, step: int) -> str | None:
     return None
 
 
+def _between_chinese(text: str, i: int) -> bool:
+    """Is the ASCII mark at ``i`` inside a Chinese clause, with only numbers and Latin words around it?
+
+    Not when it separates the arguments of a call or a formula (``min(p, m)``), starts a path (``C:/``)
+    or groups the digits of a number (``40,735``).
+    """
+    if text[i + 1: i + 2] in ("/", "\\") or re.match(r"\d,\d{3}(?!\d)", text[max(0, i - 1): i + 5]):
+        return False  # a path (C:/) or a thousands separator (40,735)
+    left, right = _reach(text, i - 1, -1), _reach(text, i + 1, 1)
+    if not (left and right and (left + right).strip("^$")):
+        return False
+    j = i - 1
+    while j >= 0 and not CLAUSE.match(text[j]):
+        j -= 1
+    stretch = text[j + 1: i]
+    return stretch.count("(") <= stretch.count(")")
+
+
 def violations(text: str, *, table: bool = False, breaks: bool = False) -> list:
     """Each typographic slip in ``text`` as a short excerpt around it.
 
@@ -62,7 +80,7 @@ def violations(text: str, *, table: bool = False, breaks: bool = False) -> list:
     ``table``: the text is preformatted (a terminal table) where runs of two or more spaces align
     columns: only a single space counts there as a space between Chinese characters.
     """
-    text = ANSI.sub("", text)
+    text = ANSI.sub("", text).replace("**", "")  # Markdown bold is not what the reader sees
     found = []
 
     def hit(i, j):
@@ -75,10 +93,8 @@ def violations(text: str, *, table: bool = False, breaks: bool = False) -> list:
             after2 = text[i + 2] if i + 2 < len(text) else ""
             if IS_CJK.match(before) or IS_CJK.match(after) or (after == " " and IS_HAN.match(after2)):
                 hit(i, i + 1)
-            elif after not in ("/", "\\"):
-                left, right = _reach(text, i - 1, -1), _reach(text, i + 1, 1)
-                if left and right and (left + right).strip("^$"):
-                    hit(i, i + 1)
+            elif _between_chinese(text, i):
+                hit(i, i + 1)
         elif ch in "()?!":
             if IS_HAN.match(text[i - 1] if i else "") or IS_HAN.match(text[i + 1] if i + 1 < len(text) else ""):
                 hit(i, i + 1)
@@ -91,18 +107,26 @@ def violations(text: str, *, table: bool = False, breaks: bool = False) -> list:
 # ------------------------------------------------------------------ sources
 
 
-def python_strings(path: Path) -> list:
-    """The string constants of a module as a reader would see them, docstrings left out.
+def python_strings(path: Path, docstrings: bool = False) -> list:
+    """The string constants of a module as a reader would see them; regular expressions and (unless
+    ``docstrings``: a test cell's docstring is what a student reads) docstrings left out.
 
     An f-string's replacement fields become ``0`` (a number stands for what the program fills in).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = set()
+    keep_docstrings, docstrings = docstrings, set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and not keep_docstrings:
                 docstrings.add(id(body[0].value))
+    # regular expressions are code, not text: re.<fn>(pattern, ...) and pattern=...
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" and node.args:
+                docstrings.add(id(node.args[0]))
+            docstrings.update(id(k.value) for k in node.keywords if k.arg == "pattern")
     inside_f = set()
     out = []
     for node in ast.walk(tree):
@@ -265,7 +289,7 @@ def _code_strings(src: str) -> list:
     with tempfile.NamedTemporaryFile("w", suffix=".py", encoding="utf-8", delete=False) as f:
         f.write(clean)
     try:
-        return python_strings(Path(f.name)) + [
+        return python_strings(Path(f.name), docstrings=True) + [
             (n, c) for n, line in enumerate(clean.split("\n"), 1)
             if (c := line.split("#", 1)[1] if "#" in line else "") and IS_HAN.search(c)]
     finally:
@@ -400,10 +424,7 @@ def _flagged(text: str, i: int) -> bool:
     after2 = text[i + 2] if i + 2 < len(text) else ""
     if IS_CJK.match(before) or IS_CJK.match(after) or (after == " " and IS_HAN.match(after2)):
         return True
-    if after in ("/", "\\"):
-        return False
-    left, right = _reach(text, i - 1, -1), _reach(text, i + 1, 1)
-    return bool(left and right and (left + right).strip("^$"))
+    return _between_chinese(text, i)
 
 
 def fix_python_source(src: str) -> str:
