@@ -126,7 +126,7 @@ def test_feedback_is_chinese_offline_and_private(graded):
     assert "测试单元" in html and "你的回答" in html
     assert not re.search(r"<script[^>]+src=\"https?://", html) and "cdnjs" not in html
     assert 'src="../../_mathjax/tex-chtml.js"' in html and (course.feedback / "_mathjax" / "tex-chtml.js").is_file()
-    assert "BEGIN HIDDEN TESTS" not in html and "隐藏测试,评分时运行" in html
+    assert "BEGIN HIDDEN TESTS" not in html and "隐藏测试，评分时运行" in html
     assert "Traceback (most recent call last)" not in html and "\x1b[" not in html and 'File "' not in html
     for path in (str(course.root), str(ROOT), sys.prefix, "/tmp/"):
         assert path not in html, path
