@@ -11,6 +11,7 @@ glossary shows the same list).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -339,24 +340,27 @@ def prose(path) -> str:
     return "\n".join(out)
 
 
-def everywhere_texts(site=None):
-    """Every reader-facing text but the glossary's own list of avoided words."""
-    yield from ((p.name, prose(p)) for p in CHAPTERS)
-    yield from ((f"{p.name} cell {i}", t) for p in NOTEBOOKS for i, t in notebook_texts(p))
-    yield from ((f"{p.relative_to(ROOT)}:{n}", s) for p in sorted(PACKAGE.rglob("*.py")) if p.name != "terms.py"
-                for n, s in python_strings(p))
-    yield from ((f"{p.name}:{n}", s) for p in SCRIPTS for n, s in js_strings(p))
-    yield from bank_texts()
+@functools.lru_cache(maxsize=None)
+def prose_texts() -> tuple:
+    """The Markdown prose of the pages and notebooks."""
+    return tuple([(p.name, prose(p)) for p in CHAPTERS]
+                 + [(f"{p.name} cell {i}", t) for p in NOTEBOOKS for i, t in notebook_texts(p)])
+
+
+@functools.lru_cache(maxsize=None)
+def everywhere_texts() -> tuple:
+    """Every reader-facing text but the glossary's own list of avoided words (terms.py)."""
+    return prose_texts() + tuple(
+        [(f"{p.relative_to(ROOT)}:{n}", s) for p in sorted(PACKAGE.rglob("*.py")) if p.name != "terms.py"
+         for n, s in python_strings(p)]
+        + [(f"{p.name}:{n}", s) for p in SCRIPTS for n, s in js_strings(p)]
+        + list(bank_texts()))
 
 
 @pytest.mark.parametrize("term", TERMS, ids=lambda t: t.use)
 def test_one_term_each(term):
     """Does no text use the form the course avoids (terms.TERMS, shown in the glossary)?"""
-    if term.scope == "everywhere":
-        items = everywhere_texts()
-    else:
-        items = [(p.name, prose(p)) for p in CHAPTERS] + [
-            (f"{p.name} cell {i}", t) for p in NOTEBOOKS for i, t in notebook_texts(p)]
+    items = everywhere_texts() if term.scope == "everywhere" else prose_texts()
     found = {where: hits for where, text in items if (hits := term.find(text))}
     assert found == {}, f"write {term.use}: {found}"
 
