@@ -107,6 +107,23 @@ def violations(text: str, *, table: bool = False, breaks: bool = False) -> list:
 # ------------------------------------------------------------------ sources
 
 
+def not_text(tree, docstrings: bool = True) -> list:
+    """The string constants of a module that are code, not text: regular expressions (``re.<fn>(pattern, …)``,
+    ``pattern=…``) and, with ``docstrings``, the docstrings."""
+    out = []
+    for node in ast.walk(tree):
+        if docstrings and isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.append(body[0].value)
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" and node.args:
+                out.append(node.args[0])
+            out += [k.value for k in node.keywords if k.arg == "pattern"]
+    return out
+
+
 def python_strings(path: Path, docstrings: bool = False) -> list:
     """The string constants of a module as a reader would see them; regular expressions and (unless
     ``docstrings``: a test cell's docstring is what a student reads) docstrings left out.
@@ -114,19 +131,7 @@ def python_strings(path: Path, docstrings: bool = False) -> list:
     An f-string's replacement fields become ``0`` (a number stands for what the program fills in).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    keep_docstrings, docstrings = docstrings, set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and not keep_docstrings:
-                docstrings.add(id(body[0].value))
-    # regular expressions are code, not text: re.<fn>(pattern, ...) and pattern=...
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" and node.args:
-                docstrings.add(id(node.args[0]))
-            docstrings.update(id(k.value) for k in node.keywords if k.arg == "pattern")
+    skipped = {id(node) for node in not_text(tree, docstrings=not docstrings)}
     inside_f = set()
     out = []
     for node in ast.walk(tree):
@@ -137,7 +142,7 @@ def python_strings(path: Path, docstrings: bool = False) -> list:
                 parts.append(v.value if isinstance(v, ast.Constant) else "0")
             out.append((node.lineno, "".join(parts)))
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped
                 and id(node) not in inside_f):
             out.append((node.lineno, node.value))
     return [(n, s) for n, s in out if IS_HAN.search(s)]
@@ -388,14 +393,10 @@ def fixed_text(text: str) -> dict:
     """Edits that make ``text`` pass :func:`violations`: ``{index: replacement}`` ("" deletes)."""
     edits = {}
     han = lambda j: 0 <= j < len(text) and IS_HAN.match(text[j]) is not None  # noqa: E731
-    stack, pairs = [], []
-    for i, c in enumerate(text):
-        if c == "(":
-            stack.append(i)
-        elif c == ")" and stack:
-            pairs.append((stack.pop(), i))
+    from parallel_budget.labs.report import paren_pairs
+
     paired = set()
-    for o, c in pairs:
+    for o, c in paren_pairs(text):
         paired.update((o, c))
         if han(o - 1) or han(o + 1) or han(c - 1) or han(c + 1):
             edits[o], edits[c] = FULL["("], FULL[")"]
@@ -428,23 +429,20 @@ def _flagged(text: str, i: int) -> bool:
 
 
 def fix_python_source(src: str) -> str:
-    """``src`` with the Chinese typography of its string literals fixed (docstrings are left alone)."""
+    """``src`` with the Chinese typography of its string literals fixed (docstrings and regular expressions left alone)."""
     import io
     import tokenize
 
-    docstrings = set()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                docstrings.add((body[0].value.lineno, body[0].value.col_offset))
+    src_lines = src.split("\n")
+    code = {(n.lineno, len(src_lines[n.lineno - 1].encode("utf-8")[:n.col_offset].decode("utf-8")))  # bytes -> chars
+            for n in not_text(ast.parse(src))}
     lines = src.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
     out, last = [], 0
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type != tokenize.STRING or not IS_HAN.search(tok.string) or tok.start in docstrings:
+        if tok.type != tokenize.STRING or not IS_HAN.search(tok.string) or tok.start in code:
             continue
         start = offsets[tok.start[0] - 1] + tok.start[1]
         s = tok.string
