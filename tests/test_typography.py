@@ -30,7 +30,8 @@ from parallel_budget.book.terms import TERMS  # noqa: E402
 PACKAGE = ROOT / "parallel_budget"
 SCRIPTS = sorted((ROOT / "book" / "_static" / "calc").glob("*.js"))
 CHAPTERS = sorted((ROOT / "book").glob("*.md"))
-NOTEBOOKS = sorted((ROOT / "solutions" / "lesson").glob("*.ipynb")) + sorted((ROOT / "exercises" / "lesson").glob("*.ipynb"))
+NOTEBOOKS = (sorted((ROOT / "solutions" / "lesson").glob("*.ipynb")) + sorted((ROOT / "exercises" / "lesson").glob("*.ipynb"))
+             + sorted((ROOT / "autograde").glob("*.ipynb")))
 SEEDS = (0, 1, 5, 77)
 
 
@@ -95,9 +96,10 @@ def test_the_rules_leave_code_formulas_and_tables_alone(text):
 
 
 def test_package_strings():
-    """Does every string constant of the package (messages, labels, lab reports, bank templates) pass?"""
-    found = collect(((f"{p.relative_to(ROOT)}:{n}", s) for p in sorted(PACKAGE.rglob("*.py"))
-                     for n, s in python_strings(p)), breaks=True)
+    """Does every string constant of the package and the grading config (messages, labels, lab reports, bank
+    templates, code stubs) pass?"""
+    sources = sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "autograde").glob("*.py"))
+    found = collect(((f"{p.relative_to(ROOT)}:{n}", s) for p in sources for n, s in python_strings(p)), breaks=True)
     assert found == {}, report(found)
 
 
