@@ -93,7 +93,7 @@ def settings(func=FUNC, **kw) -> dict:
             raise ValueError(f"{func}() 的参数 {arg} 必须大于 0。例如 {arg}={example}")
     if s["hidden"] % s["heads"] or s["heads"] % s["kv_heads"]:
         raise ValueError(f"{func}() 的参数 heads={s['heads']} 必须整除 hidden={s['hidden']}，"
-                         f"且能被 kv_heads={s['kv_heads']} 整除。例如 hidden=4096, heads=32")
+                         f"且能被 kv_heads={s['kv_heads']} 整除。例如 hidden=4096 配 heads=32")
     shape = T.model_params(s["layers"], s["hidden"], s["ffn"], s["gated"], s["vocab"], s["tied_embeddings"],
                            s["kv_heads"] / s["heads"])
     s["params"] = shape if a["params"] is None else as_params(a["params"], func=func)
@@ -102,7 +102,7 @@ def settings(func=FUNC, **kw) -> dict:
     if (compute is None) == (peak is None):
         raise ValueError(
             f"{func}() 需要 compute（一张卡算完整个全局 batch、不重算的实测时间，如 \"120 s\"）或 peak_flops（每卡峰值 "
-            f"FLOP/s，如 312e12，配合 hfu）二者之一，收到 compute={compute!r}, peak_flops={peak!r}。"
+            f"FLOP/s，如 312e12，配合 hfu）二者之一，收到 compute={compute!r}，peak_flops={peak!r}。"
             "也可以用集群预设，例如 cluster=\"a100-40gb\"。"
         )
     s["compute_single"] = None if compute is None else as_time(compute, arg="compute", func=func).magnitude

@@ -18,13 +18,13 @@ const LABELS = {
   inter_unit: '跨节点带宽单位', peak_tflops: '每卡峰值（TFLOP/s）', dp: 'DP', tp: 'TP', pp: 'PP', zero_stage: 'ZeRO 阶段', schedule: '流水线调度',
   virtual_stages: '虚拟阶段数 v', recompute: '重算', sequence_parallel: '序列并行', kv_heads: 'K、V 头组数', ffn: 'MLP 宽度', gated: '门控 MLP（SwiGLU）',
   dropout: 'dropout', flash_attention: 'FlashAttention', params: '参数量（留空按形状推出）', hfu: 'HFU（0 到 1）', latency: '每轮延迟 α（µs）',
-  bucket: '梯度桶（MiB）', param_bytes: '参数 字节/参数', grad_bytes: '梯度 字节/参数', optim_bytes: '优化器 字节/参数', compute: '实测单卡整步计算（s）',
+  bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
 };
 const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
   heads: '注意力头数，要整除隐藏维度。', seq: '每条序列的词元数。', vocab: '只影响嵌入层和输出层的参数量。',
-  global_batch: '一次参数更新用的序列数，每个切分都保持不变。', micro_batch: '每个微批次的序列数；每张卡做 全局 batch ÷ (DP × b) 个微批次。',
+  global_batch: '一次参数更新用的序列数，每个切分都保持不变。', micro_batch: '每个微批次的序列数；每卡的微批次数 = 全局 batch ÷ (DP × b)。',
   cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上。',
   device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
