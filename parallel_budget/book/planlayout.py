@@ -11,7 +11,7 @@ events are shown, merged and labelled.
 Timeline: a lane per stream (compute, TP, DP, PP) for at most four pipeline
 ranks (the first two and the last two), blocks for the events, and marks: the
 exposed part of each collective (compute waits for it) and the idle time
-(the bubble).  Consecutive blocks of one kind closer than 1/400 of the step are
+(the bubble).  Consecutive blocks of one kind closer than 1/200 of the step are
 merged when they belong to one microbatch (ZeRO-3's per-layer events) or the
 next is shorter than 1/100 of the step (hundreds of microbatches; a forward and a
 backward merged are drawn as computing): a drawing has at most a few hundred blocks
@@ -30,7 +30,7 @@ STREAM_ZH = {"compute": "计算", "tp": "TP", "dp": "DP", "pp": "PP"}
 ROW_ZH = {"dp_allreduce": "DP all-reduce", "dp_reduce_scatter": "DP reduce-scatter", "dp_all_gather": "DP all-gather",
           "dp_all_gather_backward": "DP all-gather（反向）", "tp": "TP 集合通信", "pp": "PP 点对点"}
 SHORT = {"dp_allreduce": "AR", "dp_reduce_scatter": "RS", "dp_all_gather": "AG", "dp_all_gather_backward": "AG"}
-MERGE = 400  # blocks closer than step / MERGE merge
+MERGE = 200  # blocks closer than step / MERGE (3 px of a 600-px drawing) merge
 MEMORY = (("param_state", "参数"), ("grad_state", "梯度"), ("optim_state", "优化器状态"), ("activations", "激活"),
           ("gather", "临时缓冲"), ("working", "重算工作区"))
 
@@ -100,10 +100,13 @@ def timeline_layout(b) -> dict:
     gap, narrow, tiny = step / MERGE, step / 100, step / 2000
     zero3 = b.zero_stage == 3 and b.dp > 1
     lanes, blocks, marks = [], [], []
-    for d in shown_devices(b.pp):
-        own = [e for e in events if e.device == d]
+    by_device = {d: [] for d in shown_devices(b.pp)}
+    for e in events:
+        if e.device in by_device:
+            by_device[e.device].append(e)
+    for d, own in by_device.items():
         streams = ["compute"] + [s for s in ("tp", "dp", "pp") if any(e.stream.startswith(s) for e in own)]
-        spans, idle = exposed_spans(events, d)
+        spans, idle = exposed_spans(own, d, step)
         for stream in streams:
             lane = len(lanes)
             label = f"rank {d} {STREAM_ZH[stream]}" if b.pp > 1 else STREAM_ZH[stream]

@@ -200,11 +200,12 @@ def _pieces(intervals: list, cover: list) -> list:
     return out
 
 
-def exposed_spans(events: tuple, device: int) -> tuple:
+def exposed_spans(events, device: int, step: float | None = None) -> tuple:
     """Where ``device`` waits: ((start, end, row), …) of exposed communication (same priority as :func:`read`),
-    and ((start, end), …) of idle time, from :func:`events`; for drawing."""
+    and ((start, end), …) of idle time, from :func:`events` (the step's end: the last end of them, or ``step``)."""
     busy, groups = [], {"tp": [], "pp": [], "dp": []}
-    step = max((e.end for e in events), default=0.0)
+    if step is None:
+        step = max((e.end for e in events), default=0.0)
     for e in events:
         if e.device != device:
             continue

@@ -516,11 +516,9 @@ function pieces(intervals, cs, ce) {
   return out;
 }
 const byTriple = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
-function exposedSpans(evs, device) {
+function exposedSpans(evs, device, step) {
   const bs = [], be = [], groups = { tp: [], pp: [], dp: [] };
-  let step = 0.0;
   for (const e of evs) {
-    if (e.end > step) step = e.end;
     if (e.device !== device) continue;
     if (e.stream === 'compute') { bs.push(e.end - e.work); be.push(e.end); } else groups[e.stream.startsWith('pp') ? 'pp' : e.stream].push([e.start, e.end, e.row]);
   }
@@ -562,10 +560,12 @@ function spanMerge(spans, gap) {
 }
 // planlayout.timeline_layout of one plan (o: core's result, sp: its spec).
 function timelineLayout(tl, o) {
-  const evs = events(tl), step = o.step, gap = step / 400, narrow = step / 100, tiny = step / 2000;
+  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 100, tiny = step / 2000;
   const [dp, , pp, stage] = o.split, zero3 = stage === 3 && dp > 1, lanes = [], blocks = [], marks = [];
-  for (const d of shownDevices(pp)) {
-    const own = evs.filter((e) => e.device === d), [spans, idle] = exposedSpans(evs, d);
+  const byDevice = new Map(shownDevices(pp).map((d) => [d, []]));
+  for (const e of evs) if (byDevice.has(e.device)) byDevice.get(e.device).push(e);
+  for (const [d, own] of byDevice) {
+    const [spans, idle] = exposedSpans(own, d, step);
     const streams = ['compute', ...['tp', 'dp', 'pp'].filter((x) => own.some((e) => e.stream.startsWith(x)))];
     for (const stream of streams) {
       const lane = lanes.length;
