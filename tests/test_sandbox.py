@@ -110,3 +110,48 @@ def test_a_venv_under_tmp_is_bound_inside_the_scratch_not_hidden_by_it():
     args = sandbox.command(["true"], sandbox.Limits(), read_only=["/usr", "/tmp/ci-clone/.venv"])
     assert args.index(sandbox.SCRATCH) < args.index("/tmp/ci-clone/.venv")
     assert "--tmpfs" in args[: args.index("/tmp/ci-clone/.venv")]
+
+
+SYSV = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nKEY = 0x5EED\n"
+
+
+def test_nothing_of_one_kernel_reaches_the_next_on_the_same_worker():
+    """A writer leaves SysV shared memory, a semaphore set, a message queue and a full /dev/shm behind:
+    do the next kernels of the same fork server see none of it, can they take a multiprocessing.Lock,
+    and is their oom_score_adj 1000 (written before the uid switch)?"""
+    writer = _run([
+        SYSV + "seg = libc.shmget(KEY, 8 * 2**20, 0o1666)\naddr = libc.shmat(seg, None, 0)\n"
+               "ctypes.memset(addr, 65, 8 * 2**20)\nlibc.shmdt(ctypes.c_void_p(addr))\n"
+               "print(seg >= 0, libc.semget(KEY, 1, 0o1666) >= 0, libc.msgget(KEY, 0o1666) >= 0)",
+        "import multiprocessing\ntry:\n    open('/dev/shm/left', 'wb').write(b'x' * 32 * 2**20)\nexcept OSError as e:\n"
+        "    print('full', e.errno)\ntry:\n    multiprocessing.Lock()\n    print('lock ok')\nexcept OSError as e:\n"
+        "    print('lock', e.errno)",
+    ])
+    assert writer[0].split() == ["True", "True", "True"]
+    assert writer[1].split() == ["full", "28", "lock", "28"]  # ENOSPC: what the next student used to get
+    server = forkclient.server(LIMITS).process.pid
+    for _ in range(2):
+        reader = _run([
+            SYSV + "import os\nrows = [open('/proc/sysvipc/' + k).read().splitlines()[1:] for k in ('shm', 'sem', 'msg')]\n"
+                   "print(rows, libc.shmget(KEY, 0, 0), os.listdir('/dev/shm'))",
+            "import multiprocessing\nlock = multiprocessing.Lock()\nwith lock:\n    print('lock ok')",
+            "print(open('/proc/self/oom_score_adj').read().strip())",
+        ])
+        assert reader == ["[[], [], []] -1 []\n", "lock ok\n", "1000\n"], reader
+    assert forkclient.server(LIMITS).process.pid == server  # one worker's fork server throughout
+
+
+def test_the_kernel_environment_is_an_allow_list(monkeypatch):
+    """With secrets in the grader's environment, does a kernel see any of them (os.environ, /proc/self/environ,
+    its fork server's /proc/1/environ)?"""
+    secrets = {"AWS_SECRET_ACCESS_KEY": "pb-test-secret-aws", "JUPYTERHUB_API_TOKEN": "pb-test-secret-hub"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    out = _run(["import os\nprint(os.environ['HOME'], os.environ['LANG'], os.environ['PATH'])\nprint(dict(os.environ))",
+                "print(open('/proc/self/environ', 'rb').read())",
+                "try:\n    print(open('/proc/1/environ', 'rb').read())\nexcept OSError as e:\n    print(type(e).__name__)"])
+    text = "".join(out)
+    assert not [v for v in secrets.values() if v in text] and not [k for k in secrets if k in text], text
+    home, lang, path = out[0].splitlines()[0].split()
+    assert (home, lang) == (sandbox.HOME, "C.UTF-8") and path.split(":")[-3:] == ["/usr/local/bin", "/usr/bin", "/bin"]
+    assert "PermissionError" in out[2] or "HOME" in out[2]  # unreadable, or the clean environment

@@ -24,7 +24,7 @@ import threading
 
 from ..pidfd import PidfdChild, stop_server
 from . import sandbox
-from .forkserver import MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
+from .forkserver import KERNEL_ENV, MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
 
 REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the server is given up
 log = logging.getLogger("parallel_budget.grading")
@@ -82,7 +82,7 @@ class ForkServer:
         fds, info_r = [theirs.fileno()], None
         if self.sandboxed:
             spec.update(limits=json.loads(limits.to_json()), uid=sandbox.sandbox_uid() if os.geteuid() == 0 else None)
-            env.update(sandbox.ENV)
+            env = sandbox.clean_env(env, keep=KERNEL_ENV)  # its /proc/<pid>/environ is what its kernels can read
             info_r, info_w = os.pipe()
             fds.append(info_w)
             argv = sandbox.command(argv + [json.dumps(spec)], limits, info_fd=info_w)
@@ -112,6 +112,8 @@ class ForkServer:
             self.close()
             raise ForkServerError(f"fork server exited with {self.process.wait()}")
         self.threads = hello["threads"]
+        for problem in hello.get("problems", []):
+            log.warning("Sandbox set-up incomplete: %s", problem)
         self._sock.settimeout(REQUEST_TIMEOUT)
 
     def accepts(self, cmd: list, env: dict) -> bool:
