@@ -155,3 +155,36 @@ def test_the_kernel_environment_is_an_allow_list(monkeypatch):
     home, lang, path = out[0].splitlines()[0].split()
     assert (home, lang) == (sandbox.HOME, "C.UTF-8") and path.split(":")[-3:] == ["/usr/local/bin", "/usr/bin", "/bin"]
     assert "PermissionError" in out[2] or "HOME" in out[2]  # unreadable, or the clean environment
+
+
+def test_what_a_sandbox_writes_reaches_the_graders_log_bounded(capfd):
+    """A kernel writes 512 KB to its original stderr (past ipykernel's capture): does at most SANDBOX_BYTES of it
+    reach the grader's stderr (a worker's log), with one line saying the rest was dropped?"""
+    import time
+
+    from parallel_budget.grading.hostlog import SANDBOX_BYTES
+
+    forkclient.discard(LIMITS)  # a fresh sandbox: its whole allowance is this test's
+    _run(["import sys, os\nfor _ in range(8):\n    os.write(sys.stderr._original_stdstream_copy, b'E' * 65536)"])
+    err, deadline = "", time.monotonic() + 30
+    while "the rest is dropped" not in err and time.monotonic() < deadline:
+        time.sleep(0.2)
+        err += capfd.readouterr().err
+    assert "the rest is dropped" in err and 0 < err.count("E") <= SANDBOX_BYTES, (len(err), err[-200:])
+
+
+def test_earlier_runs_logs_are_pruned(tmp_path):
+    """At the start of a run: are earlier worker and student logs removed, and only the newest command logs kept?"""
+    import os as _os
+
+    from parallel_budget.grading import hostlog
+
+    for name in ("worker-1.log", "s001.log"):
+        (tmp_path / name).write_text("old")
+    for i in range(hostlog.KEEP_COMMAND_LOGS + 3):
+        path = tmp_path / f"command-{i:03d}.log"
+        path.write_text("trace")
+        _os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    hostlog.prune(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f"command-{i:03d}.log" for i in range(3, hostlog.KEEP_COMMAND_LOGS + 3)]

@@ -24,6 +24,7 @@ import threading
 
 from ..pidfd import PidfdChild, stop_server
 from . import sandbox
+from .hostlog import BoundedSink
 from .forkserver import KERNEL_ENV, MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
 
 REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the server is given up
@@ -88,7 +89,10 @@ class ForkServer:
             argv = sandbox.command(argv + [json.dumps(spec)], limits, info_fd=info_w)
         else:
             argv.append(json.dumps(spec))
-        self.process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, cwd=SERVER_CWD, env=env)
+        sink = BoundedSink()  # what the server and its kernels write to fd 1/2 reaches the worker's log, bounded
+        self.process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd,
+                                        cwd=SERVER_CWD, env=env)
+        sink.close_writer()
         theirs.close()
         self.root = ""  # prefix that turns a path inside the sandbox into one the grader can open
         if info_r is not None:
