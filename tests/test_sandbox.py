@@ -188,3 +188,22 @@ def test_earlier_runs_logs_are_pruned(tmp_path):
     hostlog.prune(tmp_path)
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [f"command-{i:03d}.log" for i in range(3, hostlog.KEEP_COMMAND_LOGS + 3)]
+
+
+def test_the_grader_never_follows_a_kernels_symlink_out_of_the_sandbox(tmp_path):
+    """A kernel replaces its sockets by absolute symlinks to a socket on the grader's machine and drops its
+    connections (exec): does the grader's ZeroMQ, reconnecting every 10 ms, ever reach that socket?"""
+    trap_path = str(tmp_path / "trap.sock")
+    trap = socket.socket(socket.AF_UNIX)
+    trap.bind(trap_path)
+    trap.listen(64)
+    code = (f"import glob, os\nfor p in glob.glob('/tmp/ipc/kernel-*'):\n    os.unlink(p)\n    os.symlink({trap_path!r}, p)\n"
+            "os.execv('/bin/sleep', ['sleep', '5'])")
+    try:
+        _run([code], timeout=3)
+    except Exception:  # the cell never answers: its timeout, then a dead kernel
+        pass
+    trap.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        trap.accept()
+    trap.close()

@@ -4,7 +4,9 @@ Every grading kernel runs inside ``bwrap`` (Debian's ``bubblewrap``) with
 
 * no network: its own network namespace (loopback only, nothing listens);
   the grader reaches the kernel over jupyter_client's ``ipc`` transport, Unix
-  sockets in the sandbox's own ``/tmp``, through ``/proc/<pid>/root``;
+  sockets in the sandbox's own ``/tmp``, each pinned by a descriptor opened
+  through ``/proc/<pid>/root`` before student code runs (:class:`PinnedSockets`:
+  a symlink the kernel plants later is never followed);
 * a read-only view of the system (``/usr``, ``/etc``, the Python installation,
   the virtualenv and the ``parallel_budget`` package, nothing else: no course
   repository, no ``solutions/``, no gradebook, no other student, no home);
@@ -32,6 +34,7 @@ to enable one; the grade command then refuses unless ``--no-sandbox``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -246,8 +249,6 @@ def clear_ipc() -> int:
 
 def empty_folder(folder: str, keep=()) -> None:
     """Remove everything in ``folder`` (a sandbox tmpfs) except the names in ``keep``; never follows a symlink."""
-    import contextlib
-
     for entry in os.scandir(folder):
         if entry.name in keep:
             continue
@@ -256,6 +257,64 @@ def empty_folder(folder: str, keep=()) -> None:
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+class PinnedSockets:
+    """A kernel's ipc sockets as the grader reaches them: never by a name the sandbox can change.
+
+    The grader used to connect to ``/proc/<pid>/root/tmp/ipc/kernel-<port>``; a kernel that replaced a
+    socket (or ``/tmp/ipc``) by an absolute symlink made the grader's ZeroMQ (re)connect to that path
+    *outside* the sandbox, since the kernel resolves absolute links from the grader's root.  Here each
+    socket is opened once, ``O_PATH | O_NOFOLLOW`` component by component, right after the kernel bound
+    it and before any student code ran; the grader connects through a private folder of links to those
+    descriptors (``<folder>/kernel-<port>`` -> ``/proc/self/fd/<fd>``), i.e. to the socket itself.
+    """
+
+    def __init__(self, root: str, ports, alive, timeout: float = 60.0):
+        import stat
+        import tempfile
+        import time
+
+        self.fds: list[int] = []
+        self.folder = tempfile.mkdtemp(prefix="pb-ipc-")
+        nofollow = os.O_PATH | os.O_NOFOLLOW
+        dirs = [os.open(root, os.O_PATH | os.O_DIRECTORY)]
+        try:
+            for part in Path(IPC).parent.relative_to("/").parts:
+                dirs.append(os.open(part, nofollow | os.O_DIRECTORY, dir_fd=dirs[-1]))
+            deadline = time.monotonic() + timeout
+            for port in ports:
+                name = f"{os.path.basename(IPC)}-{port}"
+                while True:
+                    try:
+                        fd = os.open(name, nofollow, dir_fd=dirs[-1])
+                        break
+                    except FileNotFoundError:
+                        if not alive() or time.monotonic() > deadline:
+                            raise RuntimeError(f"Kernel died before binding its socket {name}") from None
+                        time.sleep(0.005)
+                self.fds.append(fd)
+                if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    raise RuntimeError(f"Kernel socket {name} is not a socket")
+                os.symlink(f"/proc/self/fd/{fd}", os.path.join(self.folder, name))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in dirs:
+                os.close(fd)
+
+    @property
+    def ip(self) -> str:
+        """jupyter_client's ``ip`` for the ipc transport (it appends ``-<port>``)."""
+        return os.path.join(self.folder, os.path.basename(IPC))
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def child_pid(info: bytes) -> int | None:
