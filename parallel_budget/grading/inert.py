@@ -87,6 +87,9 @@ class InertOutputs(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         for output in cell.get("outputs", []):
+            meta = output.get("metadata", {}).get("text/html")
+            if isinstance(meta, dict):
+                meta.pop("isolated", None)  # nbconvert would put the HTML in an unsandboxed data: iframe
             data = output.get("data")
             if not isinstance(data, dict):
                 continue
