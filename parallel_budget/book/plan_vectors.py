@@ -61,7 +61,7 @@ FIELDS = [
     _f("recompute", "select", "none", options=["none", "selective", "full"]),
     _f("sequence_parallel", "select", "yes", options=YN),
     _f("hfu", "num", "0.4", 0, 1, lo_open=True),
-    _f("latency", "num", "10", 0, 1e6),  # microseconds per ring round
+    _f("latency", "num", "5", 0, 1e6),  # microseconds per ring round
     _f("bucket", "num", "25", 0, 1e6, lo_open=True),  # MiB per gradient bucket
     _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "2", 0, 64, lo_open=True),
     _f("optim_bytes", "num", "12", 0, 64),
