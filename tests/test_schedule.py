@@ -112,3 +112,16 @@ def test_bubble_read_off_the_timeline_is_narayanans(schedule, v, p, m, f, b):
     assert r.compute == pytest.approx(work)
     assert r.idle == pytest.approx((p - 1) / (v * m) * work, rel=1e-12)
     assert r.step == pytest.approx(r.compute + r.idle)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 32), (8, 8), (3, 2)])
+def test_chapter_4_and_chapter_6_read_the_same_schedule(schedule, p, m):
+    """Are chapter 4's in-flight counts and idle share (p−1)/(m+p−1) what chapter 6's timeline reads?"""
+    import parallel_budget as pb
+
+    assert pb.pipeline_in_flight(p, m, schedule).per_stage == tuple(
+        S.in_flight(o) for o in S.pipeline_order(schedule, p, m))
+    r = read(build(_spec(schedule, p, m, 1, 1.0, 2.0)), 0, 6)
+    assert r.idle / r.step == pytest.approx(pb.pipeline_bubble(p, m).idle_fraction, rel=1e-12)
+    assert r.idle / r.compute == pytest.approx(pb.pipeline_bubble(p, m).bubble_over_ideal, rel=1e-12)

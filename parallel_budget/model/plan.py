@@ -238,7 +238,7 @@ def _rows(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, sp_: StepSpec
 def _time(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     """The step read off its timeline (floats)."""
     spec = _spec(s, dp, tp, pp, stage, mb)
-    r = timeline.read(build(spec), 0, 6)
+    r = timeline.read(build(spec, keep=0), 0, 6)
     rows = [(*row, r.comm[row[0]], r.exposed[row[0]]) for row in _rows(s, dp, tp, pp, stage, mb, spec)]
     n = dp * tp * pp
     model, run, _ = T.train_flops(s["params"], s["global_batch"] * s["seq"], s["layers"], s["seq"], s["hidden"],

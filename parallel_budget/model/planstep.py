@@ -102,10 +102,10 @@ def _zero3(sp: StepSpec, tl: Timeline) -> None:
                 hold = done
 
 
-def build(sp: StepSpec) -> Timeline:
-    """The step's events, each put after what it depends on."""
+def build(sp: StepSpec, keep=None) -> Timeline:
+    """The step's events, each put after what it depends on (``keep``: store only that device's)."""
     p, v, m = sp.p, sp.v, sp.m
-    tl = Timeline(p)
+    tl = Timeline(p, keep)
     if sp.dp and sp.stage == 3:
         _zero3(sp, tl)
         return tl
