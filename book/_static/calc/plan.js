@@ -543,7 +543,9 @@ function what(e, zero3) {
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
   return ['dp', SHORT[ROWS[e.row]], name + (j >= 0 ? `：微批次 ${j}` : '')];
 }
-function merge(blocks, gap, narrow) {
+// planlayout._merge: one microbatch's blocks first, then a block still narrower than `narrow` into the one before.
+function merge(blocks, gap, narrow) { return mergePass(mergePass(blocks, gap, 0.0), gap, narrow); }
+function mergePass(blocks, gap, narrow) {
   const out = [];
   for (const b of blocks) {
     const last = out[out.length - 1];
