@@ -25,7 +25,7 @@ const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
   heads: '注意力头数，要整除隐藏维度。', seq: '每条序列的词元数。', vocab: '只影响嵌入层和输出层的参数量。',
   global_batch: '一次参数更新用的序列数，每个切分都保持不变。', micro_batch: '每个微批次的序列数；每卡的微批次数 = 全局 batch ÷ (DP × b)。',
-  cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上。',
+  cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上，以及跨节点的组在每个节点用几张网卡。',
   device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '每卡分到的网卡带宽（节点网卡总带宽 ÷ 每节点卡数）；网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
   pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。',
@@ -104,7 +104,7 @@ function scalingSvg(L, width) {
     if (i === pts.length - 1 || i === 0 || w / pts.length > 46) body += text(at === 'end' ? width - 2 : px, y(ys[i]) - 9, pct(p.efficiency), 'pb-small', at);
   });
   body += text(left - 4, top + 4, `${trim(pts.reduce((a, p) => Math.max(a, p.speedup), 0))}×`, 'pb-small', 'end');
-  body += text(left + w, top + h + 32, byDev ? '卡数' : '跨节点带宽（GB/s）', 'pb-small', 'end');
+  body += text(left + w, top + h + 32, byDev ? '卡数' : '跨节点带宽，每卡（GB/s）', 'pb-small', 'end');
   return svg(width, top + h + 38, `加速比与效率随${byDev ? '卡数' : '跨节点带宽'}变化`, body);
 }
 
