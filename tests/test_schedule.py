@@ -125,3 +125,19 @@ def test_chapter_4_and_chapter_6_read_the_same_schedule(schedule, p, m):
     r = read(build(_spec(schedule, p, m, 1, 1.0, 2.0)), 0, 6)
     assert r.idle / r.step == pytest.approx(pb.pipeline_bubble(p, m).idle_fraction, rel=1e-12)
     assert r.idle / r.compute == pytest.approx(pb.pipeline_bubble(p, m).bubble_over_ideal, rel=1e-12)
+
+
+def test_torch_pipelining_reduces_fsdp_gradients_once_after_the_last_microbatch():
+    """Does torch's pipeline stage keep FSDP's parameters and gradients unsharded until the step's last backward?
+
+    Chapter 6 says so where it refuses ZeRO-2/3 with a pipeline: PyTorch combines them by not resharding and
+    not reducing between microbatches (torch/distributed/pipelining/stage.py, torch 2.13).
+    """
+    import inspect
+
+    from torch.distributed.pipelining import stage
+
+    between = inspect.getsource(stage._PipelineStageBase.backward_maybe_with_nosync)
+    assert "set_requires_gradient_sync(False)" in between and "set_reshard_after_backward(False)" in between
+    last = inspect.getsource(stage._PipelineStageBase.perform_reduce_grad)
+    assert "set_requires_gradient_sync(True)" in last and "post_backward()" in last
