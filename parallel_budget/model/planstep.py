@@ -12,8 +12,10 @@ these p devices stand for all of them.
 * TP (Megatron-LM): after each F and B, its tensor-parallel collectives on the
   TP lane (two all-reduces per layer in forward, two in backward, the forward's
   two again under full recomputation; all-gathers and reduce-scatters of the
-  same volume with sequence parallelism).  They sit between the layers'
-  matrix multiplications, so compute waits for them.
+  same volume with sequence parallelism; Megatron-LM's extra all-gather of
+  the sequence-sharded input for the weight gradients, overlapped with
+  backward, is left out).  They sit between the layers' matrix
+  multiplications, so compute waits for them.
 * PP: each F's output goes to the next stage, each B's input gradient to the
   previous one, one message each, on the receiving device's lane for that link;
   the receiver's compute waits for it, the sender's does not (asynchronous send,
