@@ -142,7 +142,7 @@ def _numbers(text, arg):
     try:
         return [float(x) for x in _items(text)]
     except ValueError:
-        raise ValueError(f"参数 {arg} 需要用逗号分隔的数字，收到 {text!r}。例如 2, 6") from None
+        raise ValueError(f"参数 {arg} 需要用逗号分隔的数字，收到 {text!r}。例如“2, 6”") from None
 
 
 # ---------------------------------------------------------------- chapter 1
