@@ -138,7 +138,8 @@ def shots_dir(tmp: Path) -> Path:
 
 def glossary_terms() -> set[str]:
     text = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^(\S[^\n]*)\n  \S", text.split("```{glossary}")[1], re.M))
+    block = text.split("```{glossary}")[1].split("\n```")[0]
+    return set(re.findall(r"^(\S[^\n]*)\n  \S", block, re.M))
 
 
 def glossary_links(page) -> list:
