@@ -32,7 +32,7 @@ def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("labhome")
     work = home / "work"
     work.mkdir()
-    nb = classroom.submission(Course(ROOT), "lesson", {"answer_ex1": "send_per_rank_GB = 24\nlower_bound_ms = 1920"})
+    nb = classroom.submission(Course(ROOT), "lesson", {"answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 1920"})
     (work / f"{NOTEBOOK}.ipynb").write_text(json.dumps(nb[NOTEBOOK], ensure_ascii=False), encoding="utf-8")
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     with jupyterlab(work, home / "user", user_settings=NO_WINDOWING, env={"PYTHONPATH": pythonpath}) as server:
@@ -52,7 +52,7 @@ def test_bits_for_bytes_is_named_after_run_all_in_jupyterlab(lab, browser):
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000)
     run_all(page, server)
-    feedback = page.locator(".jp-OutputArea-output", has_text="lower_bound_ms = 1920 ms 不对")
+    feedback = page.locator(".jp-OutputArea-output", has_text="ex1_lower_bound_ms = 1920 ms 不对")
     try:
         feedback.first.wait_for(state="attached", timeout=180000)  # out of view: in the DOM, not "visible"
     except playwright_api.TimeoutError:
@@ -68,5 +68,5 @@ def test_bits_for_bytes_is_named_after_run_all_in_jupyterlab(lab, browser):
     tab.check()  # nothing off the machine, no console error
     assert "把比特当成了字节" in text and text.strip().startswith("✘ 练习自测")
     assert 2 <= len(text.strip().splitlines()) <= 3
-    assert any("send_per_rank_GB = 24 GB 不对" in o for o in outputs)
+    assert any("ex1_send_per_rank_GB = 24 GB 不对" in o for o in outputs)
     assert not [o for o in outputs if "Traceback" in o or "checks.py" in o]
