@@ -182,11 +182,13 @@ def run_all(page, lab: Lab, timeout: float = 240) -> float:
         if clicks < 4 and time.monotonic() - clicked > 10 and not _started(page):
             _click_run_all(page)
             clicks, clicked = clicks + 1, time.monotonic()
-        # Done when the fresh kernel has run every code cell (the last count equals the number of
-        # code cells; hidden scaffolding cells show no prompt) and is idle: on a loaded machine the
-        # kernel can start late, and an empty, idle notebook must not pass for a finished one.
+        # Done when the fresh kernel has run every code cell (the last count is at least the number of
+        # code cells with a prompt; a cell whose input is hidden, scaffolding or a folded practice cell, shows
+        # none, even when it is the last one) and is idle: on a loaded machine the kernel can start late, and
+        # an empty, idle notebook must not pass for a finished one.
         unrun = page.evaluate(f"""() => {{
-            const prompts = [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')];
+            const prompts = [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
+                .filter(e => e.textContent.trim());
             const counts = prompts.map(e => +((e.textContent.match(/\\[(\\d+)\\]/) || [])[1] || 0));
             return prompts.length - Math.max(0, ...counts); }}""")
         kernels = lab.api("kernels")

@@ -87,8 +87,8 @@ def show_line(ok: bool, text: str) -> None:
         return
     from IPython.display import display
 
-    body = html.escape(text).replace("\n", "<br>")
-    styled = f'<div class="pb-selfcheck" style="{_STYLE[bool(ok)]};padding:4px 8px;white-space:normal">{body}</div>'
+    styled = (f'<div class="pb-selfcheck" style="{_STYLE[bool(ok)]};padding:4px 8px;white-space:pre-wrap">'
+              f"{html.escape(text)}</div>")
     display({"text/plain": text, "text/html": styled}, raw=True)
 
 
