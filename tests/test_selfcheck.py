@@ -353,6 +353,15 @@ def test_an_unanswered_part_is_a_styled_line_in_the_notebook_and_a_failure_elsew
     assert len(shown) == 6
 
 
+def test_grading_kernels_know_they_grade():
+    """Does a sandboxed kernel keep nbgrader's NBGRADER_EXECUTION (so an unanswered part fails there too, also with
+    c.ResilientExecute.trusted_checks = False), and nothing else of the grader's environment?"""
+    from parallel_budget.grading import sandbox
+
+    env = sandbox.clean_env({"NBGRADER_EXECUTION": "autograde", "AWS_SECRET_ACCESS_KEY": "x"})
+    assert env["NBGRADER_EXECUTION"] == "autograde" and "AWS_SECRET_ACCESS_KEY" not in env
+
+
 def test_every_part_has_names_of_its_own():
     """Does no answer variable belong to two answer cells of a notebook (so no part passes on another's values)?"""
     from parallel_budget.grading.stubs import answer_names, assigned
