@@ -22,16 +22,22 @@ A downloaded notebook runs (issue 13): after a successful HTML build the site ge
 
 Glossary terms are Markdown links to ``glossary.md#term-…``, which JupyterLab opens
 too; :mod:`.glossary` makes them Sphinx term references (issue 13).
+
+Page kernels inherit :data:`.labcell.BUILD_ENV`, set here: a chapter's lab cell
+(``lab_cell(run_lab, "…")``) runs its lab for the site instead of drawing
+JupyterLab's button (issue 25); links to the exercise notebooks open them in
+JupyterLab and download them from the site (:mod:`.notebooklinks`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, glossary, kernels, minified, wheel
+from . import builddeps, glossary, kernels, labcell, minified, notebooklinks, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +132,10 @@ def _ship_wheel(app, exception):
 
 def setup(app):
     kernels.install()
+    os.environ[labcell.BUILD_ENV] = "1"  # page kernels inherit it: lab cells run their lab
     _allow_parallel_reading(app)
     glossary.setup(app)
+    notebooklinks.setup(app)
     app.connect("builder-inited", minified.ship_minified)
     app.connect("build-finished", _ship_wheel)
     app.add_post_transform(wheel.DownloadLinks)
