@@ -208,6 +208,7 @@ def _cases():
         ({"devices": "64", "global_batch": "512"}, True),
         ({"schedule": "interleaved", "devices": "32", "global_batch": "64"}, True),
         ({"overlap_param_gather": "yes", "inter_bw": "5"}, True),
+        ({"inter_bw": "50"}, False),  # 8 ports × 50 GB/s is more than the node's 300 GB/s links: capped
         ({"inter_unit": "Gb/s", "inter_bw": "200"}, False),
         ({"inter_unit": "Gb/s"}, False),
         ({"memory_unit": "GB", "device_memory": "80"}, False),
