@@ -6,7 +6,7 @@ in-page calculators, the grader and the labs comes from these functions.
 Subpackages, one concern each (a module per concept inside):
 
 * :mod:`.model`    the quantitative model: units, update, communication, steptime,
-                   memory, parallelism, protocol.  Every formula lives here; the
+                   memory, parallelism, pipeline, protocol.  Every formula lives here; the
                    public names are re-exported below (``pb.ring_allreduce``).
 * :mod:`.book`     book-side code: page helpers, figures, ipywidgets panels, the
                    calculators' Python side and their shared test vectors, the
@@ -29,6 +29,7 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
+from .model.pipeline import PipelineAction, PipelineTimeline, peak_in_flight, pipeline_order, pipeline_timeline
 from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
@@ -44,8 +45,10 @@ __all__ = [
     "CollectiveCheck",
     "DataParallelUpdate",
     "PipelineBubble",
+    "PipelineAction",
     "PipelineInFlight",
     "PipelineSchedule",
+    "PipelineTimeline",
     "PlanBudget",
     "PlanMemory",
     "PlanSearch",
@@ -70,10 +73,13 @@ __all__ = [
     "fmt",
     "fmt_percent",
     "parse",
+    "peak_in_flight",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
     "pipeline_in_flight",
+    "pipeline_order",
     "pipeline_schedule",
+    "pipeline_timeline",
     "plan_budget",
     "ring_allreduce",
     "ring_schedule",

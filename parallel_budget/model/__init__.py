@@ -6,6 +6,7 @@
 * :mod:`.steptime`      step time, speedup, efficiency, overlap behind backward, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table and ZeRO communication per stage
 * :mod:`.parallelism`   pipeline bubble, schedule, GPipe vs 1F1B in-flight microbatches, tensor-parallel traffic
+* :mod:`.pipeline`      one pipeline step as a timeline: every forward and backward per stage (GPipe, 1F1B)
 * :mod:`.activations`   activation bytes per transformer layer (Korthikanti et al. 2022)
 * :mod:`.planterms`     the terms of a plan's budget, each from its module, in floats
 * :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step; search
