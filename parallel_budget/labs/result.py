@@ -71,7 +71,8 @@ class LabResult:
     def text(self) -> str:
         title = self.report.title if self.report else f"实验 {self.lab}"
         notes = self.report.notes if self.report else ()
-        body = render_text(title, self.rows, notes, extra=self._headline())
+        figure = self.report.figure if self.report else ""
+        body = render_text(title, self.rows, notes, extra=self._headline(), figure=figure)
         if self.failures:
             body += "\n" + "\n".join(self.failures.values())
         return body
@@ -79,7 +80,8 @@ class LabResult:
     def _repr_html_(self) -> str:
         title = self.report.title if self.report else f"实验 {self.lab}"
         notes = self.report.notes if self.report else ()
-        return render_html(title, self.rows, notes, extra=self._headline())
+        figure = self.report.figure if self.report else ""
+        return render_html(title, self.rows, notes, extra=self._headline(), figure=figure)
 
     def __str__(self) -> str:
         return self.text()

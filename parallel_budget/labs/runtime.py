@@ -144,6 +144,24 @@ def parse_cli(module, argv=None):
     return args, validate_options(module.NAME, module.OPTIONS, opts)
 
 
+# ------------------------------------------------------------------ noise
+
+# Warnings PyTorch's parallel stack prints on every run of these labs that tell a student nothing:
+# the labs' modules are built so that each is harmless (see the lab that raises it).
+QUIET_WARNINGS = (
+    r"FSDP2-wrapped module .* returned a view tensor",  # fsdp: the root returns a block's output unchanged
+    r"Full backward hook is firing when gradients are computed with respect to module outputs",  # CommDebugMode
+)
+
+
+def quiet_torch_warnings() -> None:
+    """Hide :data:`QUIET_WARNINGS` in this rank (other warnings still show)."""
+    import warnings
+
+    for pattern in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+
+
 # ------------------------------------------------------------------ joining
 
 class HangDetected(RuntimeError):
