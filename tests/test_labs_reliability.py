@@ -186,7 +186,7 @@ def _comparable(r):
 
 @pytest.mark.parametrize("name, options", [
     ("two_rank_update", {}),
-    ("checkpoint", {}),
+    ("tensor_parallel", {}),
     ("floor", {"fail_rank": 1, "stall_rank": 0}),  # rank 1 fails, rank 0 is killed: SIGTERM in both
 ])
 def test_zygote_and_plain_processes_give_the_same_report(name, options, tmp_path):
