@@ -26,6 +26,7 @@ the broken group and form a new one, which is what a restarted job would do.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -186,6 +187,8 @@ def worker(ctx, opts) -> dict:
     for s in range(resume + 1, steps + 1):
         T.train_step(model, opt, s, rows, w, rank, new_world, dev)
     final_diff = T.max_diff(T.full_params(model), reference)
+    if rank == 0 and not os.environ.get("PB_LAB_RUN_DIR"):  # torchrun: the temporary folder is ours to remove
+        shutil.rmtree(root, ignore_errors=True)
     return {
         "role": "restarted", "failure": failure, "new_world": new_world,
         "crashed": {"files": list(crashed.files), "complete": crashed.complete, "reason": crashed.reason},

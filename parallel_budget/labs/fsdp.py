@@ -121,7 +121,7 @@ def worker(ctx, opts) -> dict:
             if step == 0:  # the averaged gradient, gathered outside the counted step
                 diff = max(float((p.grad.full_tensor() - g).abs().max()) for p, g in zip(model.parameters(), want))
         params = list(model.parameters())
-        finals[reshard] = [p.full_tensor() for p in params]
+        finals[reshard] = [p.full_tensor().detach() for p in params]
         out["runs"]["reshard" if reshard else "keep"] = {
             "param_bytes": sum(_local_bytes(p) for p in params),
             "grad_bytes": sum(_local_bytes(p.grad) for p in params),

@@ -266,11 +266,9 @@ def summarize(results, opts, ranks) -> Report:
         waiting = max(c["waiting"] for c in per)
         buckets = cfg["buckets"]
         back_share = (compute - forward) / compute if compute > 0 else 0.0
-        if mode == "emulated":  # the last bucket's time on the link, as the emulator charges it
-            last_link = ring_allreduce(ranks, Q_(buckets[-1] * 4, "B"), bw).lower_bound.to("s").magnitude
-            last = min(last_link, comm)
-        else:  # its share of the measured communication
-            last = comm * buckets[-1] / sum(buckets) if buckets and sum(buckets) else 0.0
+        last = comm * buckets[-1] / sum(buckets) if buckets and sum(buckets) else 0.0  # its share of the bytes
+        # on the emulated link: the last bucket's own time there, as the emulator charges it
+        link_last = ring_allreduce(ranks, Q_(buckets[-1] * 4, "B"), bw).lower_bound.to("s").magnitude
         none = step_time(Q_(compute * ranks, "s"), ranks, Q_(comm, "s"), overlap=0.0)
         full = step_time(Q_(compute * ranks, "s"), ranks, Q_(comm, "s"), overlap=1.0,
                          backward_share=back_share, last_bucket=Q_(last, "s"))
@@ -296,7 +294,7 @@ def summarize(results, opts, ranks) -> Report:
         fact = {"mode": mode, "cap_mb": cfg["cap_mb"], "buckets": nb, "compute": compute, "forward": forward,
                 "backward_share": back_share, "last_bucket": last, "comm": comm, "step": step,
                 "waiting": waiting, "exposed": exposed, "extra": extra, "hidden": hidden,
-                "within_range": ok, "predicted_hidden": full.hidden_comm.to("s").magnitude,
+                "within_range": ok, "predicted_hidden": full.hidden_comm.to("s").magnitude, "link_last": link_last,
                 "predicted_no_overlap": hi_s, "predicted_full_overlap": lo_s}
         if mode == "emulated":
             rows.extend(_emulated_rows(fact))
@@ -317,8 +315,8 @@ def _emulated_rows(f: dict) -> list:
         ok = f["hidden"] <= MARGIN * f["comm"] + 1e-3
         pred = "0 ms：只有一个桶，反向算完才发出，无处可藏"
     rows = [Row(f"  └ 藏在反向后面的通信", pred, f"{f['hidden'] * 1e3:.3g} ms", "一致" if ok else "不一致", ok)]
-    ok = f["waiting"] >= (1 - MARGIN) * f["last_bucket"]
-    rows.append(Row("  └ 最后一个桶（反向结束才就绪）", f"暴露：末尾至少等 {f['last_bucket'] * 1e3:.3g} ms（它在链路上的时间）",
+    ok = f["waiting"] >= (1 - MARGIN) * f["link_last"]
+    rows.append(Row("  └ 最后一个桶（反向结束才就绪）", f"暴露：末尾至少等 {f['link_last'] * 1e3:.3g} ms（它在链路上的时间）",
                     f"末尾等待 {f['waiting'] * 1e3:.3g} ms", "一致" if ok else "不一致", ok))
     return rows
 
@@ -331,7 +329,7 @@ def _notes(opts, n_params, bw) -> tuple:
     notes = [
         f"MLP {opts['layers']} 层 × {opts['width']} 宽，{n_params} 个 float32 参数，梯度 {grad_mb:.3g} MB；每 rank batch {opts['batch']}。",
         "预测列是 parallel_budget.step_time 给出的范围：下端是完全重叠（overlap=1，只能藏在实测的反向时间里，"
-        "最后一个桶总是暴露），上端是不重叠（overlap=0）。"
+        "最后一个桶按它占的字节比例算作总是暴露），上端是不重叠（overlap=0）。"
         f"实测落在范围外（留 {MARGIN:.0%} 余量）时标 ✗，并写出原因。",
         "暴露通信 = DDP 步时 − 无通信步时，但不超过通信单测；超出的部分不是通信，单列为“通信之外的变慢”。"
         "隐藏 = 通信单测 − 暴露通信；末尾等待是从最后一个桶发出到 backward() 返回的时间。",
@@ -339,14 +337,14 @@ def _notes(opts, n_params, bw) -> tuple:
     if "emulated" in modes:
         notes.append(
             f"模拟链路：DDP 通信钩子先做真实的 all-reduce（它算出结果），再让这个桶在一条 {fmt(bw, 'GB/s', 3)} 的串行链路上"
-            "“传输” ring_allreduce（R，桶字节，带宽）.lower_bound 那么久，由一个睡眠的计时线程到点完成它的 future。"
+            "“传输” ring_allreduce(R, bucket_bytes, bandwidth).lower_bound 那么久，由一个睡眠的计时线程到点完成它的 future。"
             "通信于是占墙钟时间、不占 CPU，就像 GPU 上由拷贝引擎搬数据、SM 照常计算；链路时间来自模型，"
-            "实测的是反向计算能把它藏掉多少。最后一个桶的预测是它自己的链路时间。"
+            "实测的是反向计算能把它藏掉多少。"
         )
     if "gloo" in modes:
         notes.append(
             "真实 gloo：在 2 核 CPU 上，gloo 的通信线程和计算抢同一批核心，隐藏的比例比 GPU 上小得多，甚至为 0，"
-            "步时还可能比不重叠的预测更长；最后一个桶按它占通信量的比例算作暴露。"
+            "步时还可能比不重叠的预测更长。"
         )
     notes.append("桶越大，第一个桶越晚凑满，能与反向重叠的部分越少；桶太小则每次通信的固定开销变多。")
     return tuple(notes)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -143,14 +144,19 @@ def train(ctx, opts) -> dict:
     t_loaded = _clock()
     marker = drill / "killed.json"
     done = {}
-    for s in range((resume or 0) + 1, steps + 1):
-        if s == kill and rank == R - 1 and not marker.exists():
-            _write_json(marker, {"step": s, "rank": rank, "at": _clock(), "attempt": attempt})
-            os.kill(os.getpid(), signal.SIGKILL)
-        T.train_step(model, opt, s, rows, w, rank, R, dev)
-        if s % every == 0 or s == steps:
-            dcp.save(T.state(model, opt, s), checkpoint_id=str(step_dir(ckpt, s)), process_group=coord)
-        done[s] = _clock()
+    try:
+        for s in range((resume or 0) + 1, steps + 1):
+            if s == kill and rank == R - 1 and not marker.exists():
+                _write_json(marker, {"step": s, "rank": rank, "at": _clock(), "attempt": attempt})
+                os.kill(os.getpid(), signal.SIGKILL)
+            T.train_step(model, opt, s, rows, w, rank, R, dev)
+            if s % every == 0 or s == steps:
+                dcp.save(T.state(model, opt, s), checkpoint_id=str(step_dir(ckpt, s)), process_group=coord)
+            done[s] = _clock()
+    except RuntimeError as exc:  # a peer died: leave with one line, torchrun restarts the group
+        print(f"rank {rank}：第 {s} 步的集合通信失败（{type(exc).__name__}，有 worker 已经退出），"
+              "交给 torchrun 重启整组。", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     final = T.full_params(model)
     ref_model, ref_opt = T.build(mesh, w, LAYERS, dev)  # the same job, uninterrupted, in memory
     for s in range(1, steps + 1):
@@ -164,6 +170,10 @@ def train(ctx, opts) -> dict:
         "max_restarts": os.environ.get("TORCHELASTIC_MAX_RESTARTS"), "pid": os.getpid(),
     }
     _write_json(drill / f"result-{rank}.json", out)
+    if not os.environ.get("PB_LAB_RUN_DIR"):  # started by torchrun directly: the folder is ours to remove
+        ctx.dist.barrier()
+        if rank == 0:
+            shutil.rmtree(drill, ignore_errors=True)
     return out
 
 

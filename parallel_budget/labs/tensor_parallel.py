@@ -167,7 +167,7 @@ def worker(ctx, opts) -> dict:
             w_diff = max(w_diff, float((g - ref_grads[n]).abs().max()))
         out[name] = {
             "comm": mode.summary(), "modules": modules,
-            "out_diff": float((y_full - y_ref).abs().max()),
+            "out_diff": float((y_full - y_ref).detach().abs().max()),
             "x_grad_diff": float((x_in.grad - x_grad_want).abs().max()),
             "w_grad_diff": w_diff,
             "norm_grad_placement": placements.get("norm1.weight", "Tensor"),
