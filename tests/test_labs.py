@@ -450,3 +450,24 @@ def test_full_width_conversion_survives_a_space_after_the_mark():
     from parallel_budget.labs.report import zh_punct
 
     assert zh_punct("等待, 然后: 完成") == "等待\uff0c然后\uff1a完成"
+
+
+def test_book_build_cache_reuses_a_result_only_for_the_same_package(tmp_path, monkeypatch):
+    """With PB_LAB_CACHE set (the book build), is a successful result reused for the same lab, options and package
+    digest, said so in its headline, and run again when the package or the options change?"""
+    from parallel_budget.labs import cache
+
+    monkeypatch.setenv("PB_LAB_CACHE", str(tmp_path / "cache"))
+    first = run_lab("two_rank_update", log_dir=tmp_path)
+    again = run_lab("two_rank_update", log_dir=tmp_path)
+    assert not first.reused_from and again.reused_from and again.run_id == first.run_id
+    assert [r.cells() for r in again.rows] == [r.cells() for r in first.rows] and "复用" in again.text()
+    assert again.environment == first.environment and again._repr_html_().startswith("<div")
+    other = run_lab("two_rank_update", log_dir=tmp_path, lr=0.2)
+    assert not other.reused_from
+    monkeypatch.setattr(cache, "package_digest", lambda: "edited")
+    assert not run_lab("two_rank_update", log_dir=tmp_path).reused_from
+    failed = run_lab("floor", log_dir=tmp_path, fail_rank=1, check=False)
+    assert failed.is_failed() and not list((tmp_path / "cache").glob("floor-*"))
+    monkeypatch.delenv("PB_LAB_CACHE")
+    assert not run_lab("two_rank_update", log_dir=tmp_path).reused_from

@@ -56,11 +56,33 @@ def reap_children() -> None:
             return
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl():
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Get ``sig`` when the parent (the thread that started this process) ends (Linux; a no-op elsewhere)."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
 def start(argv: list, env: dict, log: Path) -> subprocess.Popen:
-    """One agent, in a session of its own, output to ``log``."""
+    """One agent, in a session of its own, output to ``log``; SIGTERM (torchrun then stops its workers) if we die."""
+    prctl = _prctl()  # resolved here: the forked child only makes the call (no dlopen between fork and exec)
+
+    def pdeathsig():
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
     with open(log, "wb") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=pdeathsig)
 
 
 def stop(procs: list, key: str, value: str, grace: float) -> list:

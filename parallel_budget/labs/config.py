@@ -34,6 +34,7 @@ EXTRA = {"floor": "基准:导入 torch、加入 gloo 进程组、退出"}
 
 MAX_RANKS = 8
 MAX_TIMEOUT = 3600.0
+DEFAULT_TIMEOUT = 60.0
 TAIL_LINES = 15
 
 
@@ -51,7 +52,7 @@ class LaunchConfig:
 
     lab: str
     ranks: int | None = None  # None: the lab's DEFAULT_RANKS (2 unless the lab needs more)
-    timeout: float = 60.0
+    timeout: float | None = None  # None: the lab's DEFAULT_TIMEOUT (60 s unless the lab needs more)
     options: dict = field(default_factory=dict)
     log_dir: Path | None = None
     run_id: str | None = None
@@ -73,6 +74,8 @@ class LaunchConfig:
                 f"LaunchConfig 的字段 ranks 需要 1 到 {MAX_RANKS} 之间的整数(进程数),收到 {r!r}。"
                 f'例如 run_lab("{self.lab}", ranks=2)'
             )
+        if self.timeout is None:
+            object.__setattr__(self, "timeout", float(getattr(module, "DEFAULT_TIMEOUT", DEFAULT_TIMEOUT)))
         for name, upper in (("timeout", MAX_TIMEOUT), ("grace", 60.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not 0 < v <= upper:

@@ -46,13 +46,14 @@ from .runtime import Option, quiet_torch_warnings
 NAME = "restart_drill"
 TITLE = "实验 12：torchrun 故障演练：杀掉一个 worker，torchrun 重启整组，从最新的完整 checkpoint 继续"
 DEFAULT_RANKS = 1  # the driver; the workers are torchrun's
+DEFAULT_TIMEOUT = 300.0  # ten Python processes import torch: minutes on a busy two-core machine
 NODES, PER_NODE = 2, 2
 OPTIONS = {
     "steps": Option(6, "训练总步数", minimum=2, maximum=50),
     "save_every": Option(2, "每隔几步保存一次 checkpoint", minimum=1, maximum=50),
     "kill_step": Option(4, "第几步开始时杀掉最后一个 worker", minimum=2, maximum=50),
     "width": Option(32, "每层宽度（须能被 worker 数整除）", minimum=8, maximum=1024),
-    "deadline_s": Option(90.0, "两个 torchrun 代理最多运行多久（秒），超时全部终止", minimum=10.0, maximum=1800.0),
+    "deadline_s": Option(240.0, "两个 torchrun 代理最多运行多久（秒），超时全部终止", minimum=10.0, maximum=1800.0),
 }
 LAYERS = 2
 TOL = 1e-12
@@ -119,6 +120,9 @@ def train(ctx, opts) -> dict:
     from . import dcptrain as T
     from .dcpcheck import latest_complete, step_dir
 
+    from . import agents
+
+    agents.die_with_parent()  # torchrun's workers run in sessions of their own: never outlive the agent
     quiet_torch_warnings()
     t_start, t_joined = _process_start(), _clock()
     R, rank, dev = ctx.world_size, ctx.rank, ctx.device
@@ -200,12 +204,17 @@ def _agent_env(mark: str) -> dict:
     return env
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def drive(ctx, opts) -> dict:
     import torch.distributed as dist
 
     from . import agents
 
     agents.become_subreaper()
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # the launcher's SIGTERM still runs the clean-up below
     drill = _drill_dir()
     drill.mkdir(parents=True, exist_ok=True)
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False, multi_tenant=True)
