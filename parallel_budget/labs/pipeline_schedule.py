@@ -39,6 +39,7 @@ OPTIONS = {
     "forward_ms": Option(20.0, "每个阶段一次前向的时长（毫秒，用 sleep 代表加速器在算）", minimum=2.0, maximum=500.0),
     "backward_ms": Option(40.0, "每个阶段一次反向的时长（毫秒）", minimum=2.0, maximum=1000.0),
 }
+STRESS_OPTIONS = {"forward_ms": 2.0, "backward_ms": 4.0, "microbatches": 4}  # the 20x stress: shorter waits
 SCHEDULES = (("gpipe", "GPipe"), ("1f1b", "1F1B"))
 HIDDEN, ROWS = 32, 2  # stage width, rows per microbatch
 BUBBLE_TOL = 0.08  # measured idle share within this of (p-1)/(m+p-1): scheduling and send/recv overhead

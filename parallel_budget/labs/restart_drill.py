@@ -55,6 +55,8 @@ OPTIONS = {
     "width": Option(32, "每层宽度（须能被 worker 数整除）", minimum=8, maximum=1024),
     "deadline_s": Option(240.0, "两个 torchrun 代理最多运行多久（秒），超时全部终止", minimum=10.0, maximum=1800.0),
 }
+STRESS_RUNS = 4  # the stress of processes: ~25 CPU-s a run (ten Python processes import torch), not 20 runs
+STRESS_OPTIONS = {"steps": 3, "kill_step": 2, "save_every": 1}
 LAYERS = 2
 TOL = 1e-12
 MARK = "PB_LAB_DRILL_ID"
@@ -231,7 +233,7 @@ def drive(ctx, opts) -> dict:
             time.sleep(0.05)
         timed_out = any(p.poll() is None for p in procs)
     finally:
-        leftovers = agents.stop(procs, MARK, mark, grace=5.0)
+        leftovers = agents.stop(procs, MARK, mark, grace=2.0)  # within the launcher's 3 s before SIGKILL
         codes = [p.returncode for p in procs]
         del store
     t_end = _clock()
