@@ -471,3 +471,21 @@ def test_book_build_cache_reuses_a_result_only_for_the_same_package(tmp_path, mo
     assert failed.is_failed() and not list((tmp_path / "cache").glob("floor-*"))
     monkeypatch.delenv("PB_LAB_CACHE")
     assert not run_lab("two_rank_update", log_dir=tmp_path).reused_from
+
+
+def test_schedule_drawing_and_collective_payloads():
+    """Is a measured schedule drawn at its time stamps, and is each collective's payload read from the right argument?"""
+    import torch
+
+    from parallel_budget.labs.commcount import payload
+    from parallel_budget.labs.gantt import draw, lane
+
+    assert lane([("F", 0, 0.0, 0.02), ("B", 0, 0.04, 0.08), ("F", 11, 0.08, 0.1)], 0.0, 0.01) == "F0..B0==Fb"
+    assert draw("预测：", {"阶段 0": [("F", 1, 0.0, 0.01)], "阶段 10": []}, 0.0, 0.01).splitlines() == [
+        "预测：", "阶段 0  |F", "阶段 10 |"]
+    t = torch.zeros(6)
+    assert payload("c10d._allgather_base_", (torch.zeros(12), t)) == ("all-gather", 48)
+    assert payload("c10d._reduce_scatter_base_", (torch.zeros(3), t)) == ("reduce-scatter", 24)
+    assert payload("_c10d_functional.all_gather_into_tensor", (t, 4, "g")) == ("all-gather", 96)
+    assert payload("_c10d_functional.all_reduce", (t, "sum", "g")) == ("all-reduce", 24)
+    assert payload("c10d.allreduce_", ([t, t],)) == ("all-reduce", 48)

@@ -57,8 +57,8 @@ OPTIONS = {
     "bucket_caps_mb": Option((0.25, 1.0, 25.0), "要比较的 bucket_cap_mb 值（MB）"),
     "width": Option(256, "MLP 每层宽度", minimum=8, maximum=4096),
     "layers": Option(8, "MLP 层数", minimum=1, maximum=32),
-    "batch": Option(64, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
-    "steps": Option(3, "每种配置计时的步数（取中位数）", minimum=1, maximum=100),
+    "batch": Option(256, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
+    "steps": Option(5, "每种配置计时的步数（取中位数）", minimum=1, maximum=100),
 }
 
 

@@ -203,6 +203,9 @@ def _agent_env(mark: str) -> dict:
     # torchrun 2.13 shares one TCPStore across rendezvous rounds, and a restarted group can read the previous
     # round's keys (pytorch/pytorch#135712): every round gets a fresh store instead.
     env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    # Two pretend nodes on one machine would put two workers on each GPU, which nccl refuses: the drill's
+    # workers use the CPU (gloo) here; on a real cluster run the module under your own torchrun (nccl).
+    env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
@@ -319,8 +322,10 @@ def summarize(results, opts, ranks) -> Report:
         facts.update(agent_codes=driver["agent_codes"], leftovers=driver["leftovers"], wall=driver["wall"])
     notes = (
         (f"两个 torchrun 代理在本机扮演两个节点：{driver['argv']}；c10d 汇合点是驱动进程在运行时拿到的端口上的 "
-         f"TCPStore，整个演练 {fmt(Q_(driver['wall'], 's'), 's', 3)}。" if driver else
-         "在 torchrun 下直接运行：重启次数取决于你给的 --max-restarts。"),
+         f"TCPStore，整个演练 {fmt(Q_(driver['wall'], 's'), 's', 3)}。一台机器扮演两个节点时 worker 一律用 CPU（gloo），"
+         "在 GPU 集群上请用自己的 torchrun 直接运行本模块（nccl）。" if driver else
+         "在 torchrun 下直接运行：重启次数取决于你给的 --max-restarts。用 nccl 时，幸存的 worker 要等到集合通信超时"
+         "（本实验 30 s）才会失败退出，torchrun 随后重启整组。"),
         f"{len(workers)} 个 worker 用 FSDP2 训练一个 fp64 小模型，每 {every} 步用 torch.distributed.checkpoint 保存一次；"
         f"第 {kill} 步开始时，最后一个 worker 给自己发 SIGKILL（只在第一次尝试时，由一个标记文件保证）。",
         "其余 worker 的集合通信因此失败，torchrun 发现 worker 组失败，结束整组并重新汇合、重启（--max-restarts=1）；"
