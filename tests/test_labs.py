@@ -489,3 +489,15 @@ def test_schedule_drawing_and_collective_payloads():
     assert payload("_c10d_functional.all_gather_into_tensor", (t, 4, "g")) == ("all-gather", 96)
     assert payload("_c10d_functional.all_reduce", (t, "sum", "g")) == ("all-reduce", 24)
     assert payload("c10d.allreduce_", ([t, t],)) == ("all-reduce", 48)
+
+
+def test_the_issues_bad_inputs_name_the_option_and_its_range():
+    """Three stages on two processes, and a link of bandwidth 0: is each refused naming the option and what it accepts?"""
+    with pytest.raises(ValueError) as info:
+        LaunchConfig(lab="pipeline_schedule", ranks=2, options={"stages": 3})
+    msg = str(info.value)
+    assert "stages=3" in msg and "ranks=2" in msg and "stages=0" in msg and "stages=2" in msg and "ranks=3" in msg
+    with pytest.raises(ValueError) as info:
+        LaunchConfig(lab="overlap", options={"bandwidth_gbps": 0})
+    msg = str(info.value)
+    assert "bandwidth_gbps" in msg and "0.001" in msg and "1000" in msg

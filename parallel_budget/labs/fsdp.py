@@ -155,13 +155,13 @@ def summarize(results, opts, ranks) -> Report:
         want = pred.to("B").magnitude
         got = [r["runs"]["reshard"][key] for r in results]
         ok = all(g == want for g in got)
-        rows.append(Row(f"每 rank 的 {label}", f"{fmt(pred, 'MB', 4)}({want:.0f} B)",
+        rows.append(Row(f"每 rank 的{label}", f"{fmt(pred, 'MB', 4)}({want:.0f} B)",
                         " / ".join(f"{g} B" for g in got), "逐字节相等" if ok else "不相等", ok))
         facts[key] = {"predicted": want, "measured": got}
 
     byte_row("参数分片", mem.param_state, "param_bytes")
     byte_row("梯度分片", mem.grad_state, "grad_bytes")
-    byte_row("Adam 动量分片", mem.optim_state, "moment_bytes")
+    byte_row(" Adam 动量分片", mem.optim_state, "moment_bytes")
 
     run = results[0]["runs"]["reshard"]["comm"]
     expected = (("forward", "all-gather", comm.collectives[0]), ("backward", "all-gather", comm.collectives[1]),
