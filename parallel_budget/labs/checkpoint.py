@@ -226,7 +226,7 @@ def summarize(results, opts, ranks) -> Report:
     ok = r0["resume"] == want == r0["loaded_step"]
     rows.append(Row("按 DCP 元数据找到的最新完整 checkpoint", f"第 {want} 步（元数据已提交，所指的分片文件都在）",
                     f"第 {r0['resume']} 步（读回的 step = {r0['loaded_step']}，元数据描述 {r0['metadata_tensors']} 个张量）；"
-                    (f"跳过{skipped}" if skipped else "没有跳过"), "一致" if ok else "不一致", ok))
+                    + (f"跳过{skipped}" if skipped else "没有跳过"), "一致" if ok else "不一致", ok))
     P = r0["params"]
     mem = zero_memory(P, n, 3, param_bytes=8, grad_bytes=8, optim_bytes=16)
     for key, label, q in (("params", "参数", mem.param_state), ("moments", " Adam 动量", mem.optim_state)):
