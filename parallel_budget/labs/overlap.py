@@ -51,6 +51,7 @@ from .runtime import Option
 NAME = "overlap"
 TITLE = "实验 3：DDP 分桶与重叠：多少通信藏在反向传播后面？"
 MODES = ("both", "emulated", "gloo")
+STRESS_OPTIONS = {"batch": 64, "steps": 2}  # the 20x stress checks processes, not timings: a lighter run
 OPTIONS = {
     "mode": Option("both", "通信方式：emulated 是模拟的链路，gloo 是真实的 gloo all-reduce，both 两者都跑", choices=MODES),
     "bandwidth_gbps": Option(0.25, "模拟链路的单向有效带宽（GB/s）", minimum=0.001, maximum=1000.0),
