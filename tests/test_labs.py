@@ -364,6 +364,19 @@ def test_torchrun_runs_a_lab_unchanged(tmp_path):
     assert "后端 gloo" in proc.stdout and "torch " in proc.stdout
 
 
+def test_torchrun_runs_the_dcp_checkpoint_lab_and_leaves_no_folder(tmp_path):
+    """Under torchrun (4 plain ranks, one of which leaves mid-save), does rank 0 print the table, and is the
+    checkpoint folder it made under TMPDIR gone afterwards?"""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4",
+         "-m", "parallel_budget.labs.checkpoint", "--steps", "3", "--crash-step", "2"],
+        cwd=tmp_path, env=dict(_env(), TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "实验 8" in proc.stdout and "第 1 步" in proc.stdout and "✗" not in proc.stdout, proc.stdout
+    assert not list(tmp_path.glob("pb_lab_checkpoint_*"))
+
+
 def test_module_command_line_launches_itself(tmp_path):
     """Does `python -m parallel_budget.labs.<lab> --ranks 2` start its own ranks and print the table?"""
     proc = subprocess.run(
