@@ -32,6 +32,7 @@ from .model.parallelism import (
 from .model.pipeline import PipelineAction, PipelineTimeline, peak_in_flight, pipeline_order, pipeline_timeline
 from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
+from .model.recovery import ResumePoint, resume_point
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
@@ -53,6 +54,7 @@ __all__ = [
     "PlanMemory",
     "PlanSearch",
     "Q_",
+    "ResumePoint",
     "RingAllReduce",
     "RingTransfer",
     "SHAPES",
@@ -81,6 +83,7 @@ __all__ = [
     "pipeline_schedule",
     "pipeline_timeline",
     "plan_budget",
+    "resume_point",
     "ring_allreduce",
     "ring_schedule",
     "ring_send_factor",

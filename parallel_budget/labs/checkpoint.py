@@ -120,7 +120,10 @@ def _short(exc: BaseException) -> str:
     text = re.sub(r"\[[^\]]*\.(cc|cpp|h|hpp):\d+\]\s*", "", lines[0] if lines else "")
     text = re.sub(r"\s*\[?[0-9a-f.:]+\]?:\d+", "", text)
     text = re.sub(r"'[^']*/([^/']+)'", r"'\1'", text)  # a path: its last part only
-    return f"{type(exc).__name__}: {text.split('. ')[0][:100]}"
+    text = text.split(". ")[0]
+    if len(text) > 110 and "; " in text[:110]:  # whole clauses only
+        text = text[:text[:110].rindex("; ")]
+    return f"{type(exc).__name__}: {text[:110]}"
 
 
 def worker(ctx, opts) -> dict:
@@ -202,6 +205,7 @@ def worker(ctx, opts) -> dict:
 
 def summarize(results, opts, ranks) -> Report:
     from ..model.memory import zero_memory
+    from ..model.recovery import resume_point
     from ..model.units import fmt
 
     crash, steps = opts["crash_step"], opts["steps"]
@@ -221,10 +225,12 @@ def summarize(results, opts, ranks) -> Report:
     ok = bool(r0["refused"])
     rows.append(Row(f"重启后 dcp.load 第 {crash} 步", "DCP 拒绝：没有元数据", r0["refused"] or "没有拒绝",
                     "拒绝了" if ok else "没有拒绝", ok))
-    want = crash - 1
+    # DCP committed the metadata of every step before crash_step; training had finished crash_step
+    point = resume_point({r: range(1, crash) for r in range(ranks)}, reached=crash)
+    want = point.step
     skipped = "；".join(f"第 {s} 步：{why}" for s, why in r0["skipped"])
     ok = r0["resume"] == want == r0["loaded_step"]
-    rows.append(Row("按 DCP 元数据找到的最新完整 checkpoint", f"第 {want} 步（元数据已提交，所指的分片文件都在）",
+    rows.append(Row("按 DCP 元数据找到的最新完整 checkpoint", f"第 {want} 步（resume_point；元数据已提交，所指的分片文件都在）",
                     f"第 {r0['resume']} 步（读回的 step = {r0['loaded_step']}，元数据描述 {r0['metadata_tensors']} 个张量）；"
                     + (f"跳过{skipped}" if skipped else "没有跳过"), "一致" if ok else "不一致", ok))
     P = r0["params"]
@@ -239,7 +245,8 @@ def summarize(results, opts, ranks) -> Report:
     rows.append(Row(f"加载出的参数 vs 第 {want} 步保存时", "完全相同", f"最大绝对差 {fmt_diff(restored)}",
                     "一致" if restored == 0 else "不一致", restored == 0))
     final = max(r["final_diff"] for r in back)
-    rows.append(Row(f"在 {n} 个 rank 上续训到第 {steps} 步 vs 不中断的 {ranks} rank 训练", "相同（只差浮点求和顺序）",
+    rows.append(Row(f"在 {n} 个 rank 上续训到第 {steps} 步（重做 {point.lost_steps} 步）vs 不中断的 {ranks} rank 训练",
+                    "相同（只差浮点求和顺序）",
                     f"最大绝对差 {fmt_diff(final)}", "一致" if final <= TOL else "不一致", final <= TOL))
     notes = (
         f"{ranks} 个 rank 用 FSDP2 训练一个 fp64 小模型（P = {P} 个参数），每步之后用 torch.distributed.checkpoint.save "

@@ -263,12 +263,15 @@ def worker(ctx, opts) -> dict:
 # ------------------------------------------------------------------ the report
 
 def summarize(results, opts, ranks) -> Report:
+    from ..model.recovery import resume_point
     from ..model.units import Q_, fmt
 
     driver = results[0] if results and results[0] and results[0].get("driver") else None
     workers = driver["workers"] if driver else results
     kill, every, steps = opts["kill_step"], opts["save_every"], opts["steps"]
-    want_resume = ((kill - 1) // every) * every or None
+    # every worker saved the steps that are multiples of save_every; killed at the start of kill_step
+    point = resume_point(range(every, steps + 1, every), reached=kill - 1)
+    want_resume = point.step
     w0 = workers[0]
     killed = w0["killed"] or {}
     rows = []
@@ -292,11 +295,11 @@ def summarize(results, opts, ranks) -> Report:
                     if killed else "没有记录", "一致" if ok else "不一致", ok))
     resumed = {w["resumed_from"] for w in workers}
     ok = resumed == {want_resume}
-    rows.append(Row("从哪一步的 checkpoint 继续", f"第 {want_resume} 步（每 {every} 步保存一次，第 {kill} 步前最新的完整一份）"
+    rows.append(Row("从哪一步的 checkpoint 继续", f"第 {want_resume} 步（resume_point：每 {every} 步保存一次，第 {kill} 步前最新的完整一份）"
                     if want_resume else "从头开始（被杀前没有完整的 checkpoint）",
                     "、".join(f"第 {s} 步" if s else "从头" for s in sorted(resumed, key=lambda v: v or 0)),
                     "一致" if ok else "不一致", ok))
-    redo = list(range((want_resume or 0) + 1, kill))
+    redo = list(range((want_resume or 0) + 1, kill))  # point.lost_steps of them
     if killed:
         start = min(w["start"] for w in workers)
         joined = max(w["joined"] for w in workers)
@@ -305,7 +308,7 @@ def summarize(results, opts, ranks) -> Report:
         lost = back - killed["at"]
         parts = (f"检测并重启 {start - killed['at']:.2f} s、进程启动与建组 {joined - start:.2f} s、"
                  f"加载 {loaded - joined:.2f} s" + (f"、重做第 {redo[0]}–{redo[-1]} 步 {back - loaded:.2f} s" if redo else ""))
-        rows.append(Row("损失的时间（从被杀到回到被杀时的进度）", f"重启开销 + 重做 {len(redo)} 步",
+        rows.append(Row("损失的时间（从被杀到回到被杀时的进度）", f"重启开销 + 重做 {point.lost_steps} 步",
                         f"{lost:.2f} s：{parts}", "", None))
     else:
         lost = None
