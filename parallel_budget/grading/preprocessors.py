@@ -9,8 +9,10 @@
   ``c.ResilientExecute.fork_kernels = False``.
   With per-student numbers (``c.Variants.enabled``) a varied test cell expects
   the values of the student whose submission folder it is (:mod:`.personal`).
-* :class:`LimitOutputSize` -- caps the characters of every output of a cell
-  (nbgrader's ``LimitOutput`` only counts lines, so one 100 MB line passes).
+* :class:`LimitOutputSize` -- caps the lines of a cell's stream output and the
+  characters of every output (nbgrader's ``LimitOutput``, which it replaces,
+  only counts lines, so one 100 MB line passed, and its English mark went
+  unreported: a million short lines were never flagged).
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class ResilientExecute(Execute):
             if used <= self.max_output_chars:
                 self._output_chars[id(outs)] = self.max_output_chars + 1
                 outs.append(NotebookNode(output_type="stream", name="stdout",
-                                         text=f"\n... 输出过长,已截断(超过 {self.max_output_chars} 个字符的部分没有保存) ...\n"))
+                                         text=f"\n... 输出过长，已截断（超过 {self.max_output_chars} 个字符的部分没有保存）...\n"))
             return None
         self._output_chars[id(outs)] = used + size
         return super().output(outs, msg, display_id, cell_index)
@@ -128,11 +130,11 @@ class ResilientExecute(Execute):
                     raise
                 restarts += 1
                 if isinstance(exc, CellTimeoutError):  # it ran past the time limit, then stopped answering
-                    ename, what = TIMED_OUT, ("单元运行超时,中断后内核也没有在时限内回应(例如死循环或停不下来的输出);"
-                                              "本单元记 0 分,其后的单元在新内核中继续评分。")
+                    ename, what = TIMED_OUT, ("单元运行超时，中断后内核也没有在时限内回应（例如死循环或停不下来的输出）；"
+                                              "本单元记 0 分，其后的单元在新内核中继续评分。")
                 else:
-                    ename, what = KERNEL_DIED, ("内核在运行这个单元时退出或失去响应(例如调用了 os._exit 或陷入无法中断的循环);"
-                                                "本单元记 0 分,其后的单元在新内核中继续评分。")
+                    ename, what = KERNEL_DIED, ("内核在运行这个单元时退出或失去响应（例如调用了 os._exit 或陷入无法中断的循环）；"
+                                                "本单元记 0 分，其后的单元在新内核中继续评分。")
                 broken.add(current)
                 if current >= start:
                     cells[current].outputs = [_error_output(ename, what)]
@@ -142,7 +144,7 @@ class ResilientExecute(Execute):
                 if restarts > self.max_kernel_restarts:
                     for cell in cells[start:]:
                         if cell.cell_type == "code":
-                            cell.outputs = [_error_output(KERNEL_DIED, "内核反复退出,后面的单元没有运行。")]
+                            cell.outputs = [_error_output(KERNEL_DIED, "内核反复退出，后面的单元没有运行。")]
                             cell.execution_count = None
                     break
         self.set_widgets_metadata()
@@ -207,18 +209,37 @@ class ResilientExecute(Execute):
 
 
 class LimitOutputSize(NbGraderPreprocessor):
-    """Cut every text output of a code cell to ``max_chars`` characters."""
+    """Cut a code cell's stream output to ``max_lines`` lines and every text output to ``max_chars`` characters.
+
+    It replaces nbgrader's ``LimitOutput`` (which counts lines only and marks a cut in English): every cut
+    ends with one Chinese line, ``输出过长,已截断``, which the integrity scan reports as ``huge_output``.
+    """
 
     max_chars = Integer(20000, help="Characters kept of each output (stream text or text/plain).").tag(config=True)
+    max_lines = Integer(300, help="Lines kept of a cell's stream output, all streams together.").tag(config=True)
 
     def _cut(self, text: str) -> str:
         if len(text) <= self.max_chars:
             return text
-        return text[: self.max_chars] + f"\n... 输出过长,已截断(共 {len(text)} 个字符) ...\n"
+        return text[: self.max_chars] + f"\n... 输出过长，已截断（共 {len(text)} 个字符）...\n"
+
+    def _cut_lines(self, outputs) -> list:
+        left, kept = self.max_lines, []
+        for output in outputs:
+            if output.output_type == "stream":
+                if left <= 0:
+                    continue
+                lines = output.text.splitlines(keepends=True)
+                if len(lines) > left:
+                    output.text = "".join(lines[:left]) + f"\n... 输出过长，已截断（共 {len(lines)} 行，只保留前 {left} 行）...\n"
+                left -= len(lines)
+            kept.append(output)
+        return kept
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type != "code":
             return cell, resources
+        cell.outputs = self._cut_lines(cell.outputs)
         for output in cell.outputs:
             if output.output_type == "stream":
                 output.text = self._cut(output.text)

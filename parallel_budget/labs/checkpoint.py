@@ -52,7 +52,7 @@ def validate(opts, ranks: int) -> None:
     if opts["crash_step"] > opts["steps"]:
         raise ValueError(
             f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。"
-            f"可接受：2 到 steps 之间，例如 steps=4, crash_step=3"
+            f"可接受：2 到 steps 之间，例如 steps=4，crash_step=3"
         )
     if ranks < 2:
         raise ValueError("实验 checkpoint 需要 2 到 8 个 rank：一个 rank 死掉后，剩下的要重新组成一个作业。例如 ranks=4")

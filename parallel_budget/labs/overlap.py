@@ -55,7 +55,7 @@ STRESS_OPTIONS = {"batch": 64, "steps": 2}  # the 20x stress checks processes, n
 OPTIONS = {
     "mode": Option("both", "通信方式：emulated 是模拟的链路，gloo 是真实的 gloo all-reduce，both 两者都跑", choices=MODES),
     "bandwidth_gbps": Option(0.25, "模拟链路的单向有效带宽（GB/s）", minimum=0.001, maximum=1000.0),
-    "bucket_caps_mb": Option((0.25, 1.0, 25.0), "要比较的 bucket_cap_mb 值（MB）"),
+    "bucket_caps_mb": Option((0.25, 1.0, 25.0), "要比较的 bucket_cap_mb 值（MiB：PyTorch 按 2^20 字节计）"),
     "width": Option(256, "MLP 每层宽度", minimum=8, maximum=4096),
     "layers": Option(8, "MLP 层数", minimum=1, maximum=32),
     "batch": Option(256, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
@@ -374,10 +374,11 @@ def _emulated_rows(f: dict) -> list:
 def _notes(opts, n_params, bw) -> tuple:
     from ..model.units import fmt
 
-    grad_mb = n_params * 4 / 1e6
+    grad_mib = n_params * 4 / 2**20  # in MiB, the unit of bucket_cap_mb
     modes = _modes(opts.get("mode", "gloo"))
     notes = [
-        f"MLP {opts['layers']} 层 × {opts['width']} 宽，{n_params} 个 float32 参数，梯度 {grad_mb:.3g} MB；每 rank batch {opts['batch']}。",
+        f"MLP {opts['layers']} 层 × {opts['width']} 宽，{n_params} 个 float32 参数，梯度 {grad_mib:.3g} MiB"
+        f"（与 bucket_cap_mb 同一单位）；每 rank batch {opts['batch']}。",
         "预测列是 parallel_budget.step_time 给出的范围：下端是完全重叠（overlap=1，只能藏在实测的反向时间里，"
         "最后一个桶按它占的字节比例算作总是暴露），上端是不重叠（overlap=0）。"
         f"实测落在范围外（留 {MARGIN:.0%} 余量）时标 ✗，并写出原因。",

@@ -70,7 +70,7 @@ def validate(opts, ranks: int) -> None:
     if opts["kill_step"] > opts["steps"]:
         raise ValueError(
             f"实验 restart_drill 的选项 kill_step={opts['kill_step']} 大于 steps={opts['steps']}。"
-            f"可接受：2 到 steps 之间，例如 steps=6, kill_step=4"
+            f"可接受：2 到 steps 之间，例如 steps=6，kill_step=4"
         )
     workers = ranks if _under_torchrun() else NODES * PER_NODE
     if not _under_torchrun() and ranks != 1:
