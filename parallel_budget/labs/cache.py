@@ -93,7 +93,7 @@ def store(cfg, result: LabResult) -> None:
     data = {f.name: getattr(result, f.name) for f in fields(LabResult)
             if f.name not in ("report", "wall_time", "run_dir", "failures", "reused_from")}
     data.update(wall_time_s=result.wall_time.to("s").magnitude, run_dir=str(result.run_dir),
-                finished=time.strftime("%Y-%m-%d %H:%M"),
+                finished=time.strftime("%Y-%m-%d %H 时 %M 分"),  # no ASCII colon inside Chinese text
                 report={"title": result.report.title, "rows": [asdict(r) for r in result.report.rows],
                         "notes": list(result.report.notes), "facts": result.report.facts,
                         "figure": result.report.figure})

@@ -66,7 +66,7 @@ class LabResult:
         state = "失败" if self.is_failed() else "完成"
         logs = f"日志：{self.run_dir}" if self.logs_kept else "日志已删除（run_lab(..., keep_logs=True) 可保留）"
         if self.reused_from:
-            logs = f"本书构建时复用了同一份代码在 {self.reused_from} 的这次运行（构建的实验缓存）"
+            logs = f"本书构建时复用了同一份代码此前的一次运行（{self.reused_from}，构建的实验缓存）"
         return (
             f"{self.ranks} 个 rank，{state}，墙钟时间 {fmt(self.wall_time, 's', 3)}；{self.environment_line()}；{logs}"
         )
