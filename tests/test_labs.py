@@ -478,6 +478,9 @@ def test_book_build_cache_reuses_a_result_only_for_the_same_package(tmp_path, mo
     again = run_lab("two_rank_update", log_dir=tmp_path)
     assert not first.reused_from and again.reused_from and again.run_id == first.run_id
     assert [r.cells() for r in again.rows] == [r.cells() for r in first.rows] and "复用" in again.text()
+    from typography import violations
+
+    assert violations(again._headline()) == []  # the site shows this line on every reused lab
     assert again.environment == first.environment and again._repr_html_().startswith("<div")
     other = run_lab("two_rank_update", log_dir=tmp_path, lr=0.2)
     assert not other.reused_from
