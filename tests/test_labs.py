@@ -82,7 +82,9 @@ def test_overlap_measures_hidden_and_exposed_comm(lab):
             for b in r.return_values[0]["configs"][0]["buckets"]]
     # The timer never fires early: the buckets alone take at least their serial link time, the last one's wait
     # at least its own link time, and one huge bucket can hide nothing.
-    assert small["comm"] >= sum(link) - 1e-9 and small["waiting"] >= link[-1] == pytest.approx(small["link_last"])
+    assert small["comm"] == pytest.approx(sum(link)) and small["waiting"] >= link[-1] == pytest.approx(small["link_last"])
+    assert small["exposed"] >= small["link_last"] - 1e-9  # the last bucket enters the link when backward has ended
+    assert small["step"] == pytest.approx(small["compute"] + small["exposed"]) and huge["hidden"] == 0
     assert huge["predicted_hidden"] == pytest.approx(0, abs=1e-9)
     assert sum(1 for row in r.rows if "└" in row.item) == 4  # hidden and last-bucket rows, per emulated config
 
