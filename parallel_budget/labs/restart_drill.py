@@ -55,7 +55,7 @@ OPTIONS = {
     "width": Option(32, "每层宽度（须能被 worker 数整除）", minimum=8, maximum=1024),
     "deadline_s": Option(240.0, "两个 torchrun 代理最多运行多久（秒），超时全部终止", minimum=10.0, maximum=1800.0),
 }
-STRESS_RUNS = 4  # the stress of processes: ~25 CPU-s a run (ten Python processes import torch), not 20 runs
+STRESS_RUNS = 3  # the stress of processes: ~25 CPU-s a run (ten Python processes import torch), not 20 runs
 STRESS_OPTIONS = {"steps": 3, "kill_step": 2, "save_every": 1}
 LAYERS = 2
 TOL = 1e-12
