@@ -3,7 +3,9 @@
 "Survivors" are processes of the run still alive after ``run_lab`` returned or
 raised.  The 20x stress runs every lab in CI (``CI=true``) or with
 ``PB_LABS_FULL_STRESS=1``, and the two cheapest labs otherwise (the others are
-reported as skipped); ``benchmarks/bench_labs.py --stress 20`` runs it with figures.
+reported as skipped); a lab may lighten its runs (``STRESS_OPTIONS``) or run fewer
+(``STRESS_RUNS``: the torchrun drill runs 3); ``benchmarks/bench_labs.py --stress 20``
+runs it with figures.
 Ranks are forked from the launcher's zygote unless a test says otherwise; the
 last tests hold the zygote to what a plain ``python -m`` rank would be.
 """
