@@ -29,8 +29,11 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
-from .model.pipeline import PipelineAction, PipelineTimeline, peak_in_flight, pipeline_order, pipeline_timeline
-from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
+from .model.pipeline import PipelineAction, PipelineTimeline, pipeline_timeline
+from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, plan_budget
+from .model.plansearch import PlanSearch, search_plans
+from .model.presets import CLUSTERS, MODELS, preset
+from .model.scaling import PlanScaling, plan_scaling
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.recovery import ResumePoint, resume_point
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
@@ -42,9 +45,11 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivationMemory",
     "BACKWARD_SHARE",
+    "CLUSTERS",
     "Collective",
     "CollectiveCheck",
     "DataParallelUpdate",
+    "MODELS",
     "PipelineBubble",
     "PipelineAction",
     "PipelineInFlight",
@@ -52,6 +57,7 @@ __all__ = [
     "PipelineTimeline",
     "PlanBudget",
     "PlanMemory",
+    "PlanScaling",
     "PlanSearch",
     "Q_",
     "ResumePoint",
@@ -75,14 +81,14 @@ __all__ = [
     "fmt",
     "fmt_percent",
     "parse",
-    "peak_in_flight",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
     "pipeline_in_flight",
-    "pipeline_order",
     "pipeline_schedule",
     "pipeline_timeline",
     "plan_budget",
+    "plan_scaling",
+    "preset",
     "resume_point",
     "ring_allreduce",
     "ring_schedule",

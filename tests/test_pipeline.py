@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import parallel_budget as pb
-from parallel_budget.model.pipeline import peak_in_flight, pipeline_order, pipeline_timeline
+from parallel_budget.model.pipeline import pipeline_timeline
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -19,13 +19,13 @@ def test_timeline_idles_the_bubble_and_holds_in_flight(schedule, stages, microba
     assert t.makespan.to("ms").magnitude == pytest.approx((microbatches + stages - 1) * 30)
 
 
-def test_order_is_torch_runtime_order():
-    """Stage i of 1F1B runs p-i forwards, then one backward and one forward in turn, as Schedule1F1B does."""
-    assert pipeline_order(4, 8, "1f1b")[0] == (
-        ("F", 0), ("F", 1), ("F", 2), ("F", 3), ("B", 0), ("F", 4), ("B", 1), ("F", 5), ("B", 2), ("F", 6),
-        ("B", 3), ("F", 7), ("B", 4), ("B", 5), ("B", 6), ("B", 7))
-    assert pipeline_order(4, 8, "1f1b")[3][:4] == (("F", 0), ("B", 0), ("F", 1), ("B", 1))
-    assert pipeline_order(2, 2, "gpipe") == ((("F", 0), ("F", 1), ("B", 0), ("B", 1)),) * 2
+def test_each_stage_runs_the_schedules_order():
+    """Are a stage's timed actions schedule.pipeline_order's (torch's runtime order, held to torch in test_schedule)?"""
+    from parallel_budget.model.schedule import pipeline_order
+
+    for key in ("gpipe", "1f1b"):
+        t = pipeline_timeline(4, 8, key, "1 ms", "2 ms")
+        assert [tuple((a.stage, a.kind, a.microbatch) for a in st) for st in t.actions] == list(pipeline_order(key, 4, 8))
 
 
 def test_every_action_waits_for_its_input():
@@ -40,19 +40,11 @@ def test_every_action_waits_for_its_input():
         assert all(x.end <= y.start + 1e-12 for x, y in zip(st, st[1:]))  # one action at a time
 
 
-def test_peak_in_flight_reads_measured_actions():
-    """Is a microbatch held from the end of its forward to the end of its backward?"""
-    from types import SimpleNamespace as A
-
-    acts = [A(kind="F", end=1), A(kind="F", end=2), A(kind="B", end=3), A(kind="F", end=3.5), A(kind="B", end=4)]
-    assert peak_in_flight(acts) == 2
-
-
 @pytest.mark.parametrize("call, arg", [
     (lambda: pipeline_timeline(4, 8, "zero-bubble"), "schedule"),
     (lambda: pipeline_timeline(0, 8), "stages"),
     (lambda: pipeline_timeline(4, 8, "1f1b", "0 ms"), "forward"),
-    (lambda: pipeline_order(4, 0), "microbatches"),
+    (lambda: pipeline_timeline(4, 0), "microbatches"),
 ])
 def test_bad_input_is_named_in_chinese(call, arg):
     """Is a bad argument refused with a Chinese message naming it?"""

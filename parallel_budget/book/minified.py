@@ -1,4 +1,4 @@
-"""The site ships its calculators and practice code minified (issue 14: all of it within 60 KB).
+"""The site ships its calculators and practice code minified (issue 14; within :data:`BUDGET`).
 
 ``book/_static/calc/*.js`` and ``*.css`` stay readable: node's tests and the chapters'
 reviewers read those.  At every HTML build, :func:`write_minified` writes a minified twin of
@@ -20,7 +20,10 @@ from pathlib import Path
 
 CALC = Path(__file__).resolve().parents[2] / "book" / "_static" / "calc"
 FOLDER = "pb-minified"  # beside the html output: <outdir>/../pb-minified/calc/*
-BUDGET = 60_000  # bytes of JS + CSS the site ships for calculators, practice and the plan builder
+# Bytes of JS + CSS the site ships for calculators, practice and the plan builder.  Raised from 60 000 by
+# issue 23 (measured: the plan builder's step timeline, best-first search, three SVG drawings, presets and a
+# hint per input made plan.js + planview.js + plan.css 45.9 kB shipped, from 17.7 kB; all assets 86.7 kB).
+BUDGET = 90_000
 MEDIA = {".js": "application/javascript", ".css": "text/css"}
 
 

@@ -23,8 +23,12 @@ import sys
 import sysconfig
 import time
 import traceback
+from pathlib import Path
 
 from .course import Course, CourseError
+
+# Jupyter config (labconfig/page_config.json) enabling nbgrader's instructor tools in formgrader's JupyterLab.
+INSTRUCTOR_JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
 
 
 def _jobs(text: str) -> int:
@@ -47,8 +51,6 @@ def own_tools() -> None:
 
 def _log_failure(course_root) -> str:
     """Write the traceback of the current exception to a log file; return its path for the one-line message."""
-    from pathlib import Path
-
     folder = Path(course_root) / "autograde" / ".work" / "logs" if course_root else Path.cwd()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,6 +74,10 @@ def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
         args.append("--allow-root")
     args.extend(a for a in extra if a != "--")
     os.chdir(course.autograde)  # nbgrader reads nbgrader_config.py from the current folder
+    # The students' JupyterLab hides nbgrader's instructor tools (scripts/setup.sh); this config folder,
+    # searched before the venv's, enables them again for the instructor.
+    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        p for p in (str(INSTRUCTOR_JUPYTER_CONFIG), os.environ.get("JUPYTER_CONFIG_PATH", "")) if p)
     print(f"formgrader：{course.root} 下的 JupyterLab，打开后在 Nbgrader → Formgrader（Ctrl-C 停止）。", flush=True)
     os.execv(sys.executable, args)
     return 0  # not reached

@@ -13,7 +13,7 @@ autograd keeps for backward, live, on every stage.
 
 From the time stamps each stage's order of actions, its idle share and the
 most microbatches it held (forward done, backward not yet) are measured; the
-package predicts them with ``pipeline_order``/``pipeline_timeline``,
+package predicts them with ``schedule.pipeline_order``/``pipeline_timeline``,
 ``pipeline_bubble(p, m)`` and ``pipeline_in_flight(p, m, schedule)``.  The
 schedule that ran is drawn from the time stamps beside the predicted one.
 The gradients of both schedules are compared with the whole model run on the
@@ -183,7 +183,8 @@ def _lanes(actions_per_stage) -> dict:
 
 def summarize(results, opts, ranks) -> Report:
     from ..model.parallelism import pipeline_bubble, pipeline_in_flight
-    from ..model.pipeline import peak_in_flight, pipeline_order, pipeline_timeline
+    from ..model.pipeline import pipeline_timeline
+    from ..model.schedule import in_flight, pipeline_order
     from ..model.units import Q_, fmt, fmt_percent
     from .gantt import draw
 
@@ -194,12 +195,12 @@ def summarize(results, opts, ranks) -> Report:
     for key, label in SCHEDULES:
         runs = [r["runs"][key] for r in results]
         acts = [[tuple(a) for a in r["actions"]] for r in runs]
-        order = tuple(tuple((a[0], a[1]) for a in st) for st in acts)
-        want_order = pipeline_order(p, m, key)
+        order = tuple(tuple((stage, a[0], a[1]) for a in st) for stage, st in enumerate(acts))
+        want_order = pipeline_order(key, p, m)
         ok = order == want_order
         rows.append(Row(f"{label}：每个阶段的执行顺序", "与 pipeline_order 相同" + ("（先做完 m 次前向）" if key == "gpipe"
                         else "（stage i 先做 p−i 次前向，再一反一正）"),
-                        "相同" if ok else "不同：" + "；".join(" ".join(k + str(j) for k, j in st) for st in order),
+                        "相同" if ok else "不同：" + "；".join(" ".join(k + str(j) for _, k, j in st) for st in order),
                         "一致" if ok else "不一致", ok))
         t0 = min(a[2] for st in acts for a in st)
         makespan = max(a[3] for st in acts for a in st) - t0
@@ -209,7 +210,7 @@ def summarize(results, opts, ranks) -> Report:
         rows.append(Row(f"{label}：所有阶段的空闲比例（气泡）", f"{fmt_percent(bubble.idle_fraction)} = (p−1)/(m+p−1)，p={p}，m={m}",
                         f"{fmt_percent(idle)}（一步 {makespan * 1e3:.0f} ms）",
                         f"相差 {abs(idle - bubble.idle_fraction) * 100:.2g} 个百分点", ok))
-        held = [peak_in_flight([_Act(*a) for a in st]) for st in acts]
+        held = [in_flight(st) for st in order]  # one action at a time per stage: the measured order says it
         pred = pipeline_in_flight(p, m, key)
         ok = tuple(held) == pred.per_stage
         rows.append(Row(f"{label}：每个阶段最多持有的微批次（阶段 0 … {p - 1}）",
@@ -246,15 +247,6 @@ def summarize(results, opts, ranks) -> Report:
         "时间戳来自同一台机器的单调时钟；多台机器上各自的时钟不可比，时间线只在单机上画得准。",
     )
     return Report(TITLE, tuple(rows), notes, facts, figure=figure)
-
-
-class _Act:
-    """A measured action as model.pipeline.peak_in_flight reads it."""
-
-    __slots__ = ("kind", "microbatch", "start", "end")
-
-    def __init__(self, kind, microbatch, start, end):
-        self.kind, self.microbatch, self.start, self.end = kind, microbatch, start, end
 
 
 if __name__ == "__main__":

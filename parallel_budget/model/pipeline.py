@@ -1,25 +1,21 @@
-"""A pipeline step as a timeline: the forward and backward of every microbatch on every stage.
+"""A pipeline step, timed: the forward and backward of every microbatch on every stage.
 
 :func:`pipeline_bubble` and :func:`pipeline_in_flight` give one number each;
-:func:`pipeline_timeline` gives the schedule they summarise, so that it can be
-drawn beside a measured one.  A schedule is data (as in
-``torch.distributed.pipelining``): :func:`pipeline_order` lists each stage's
-actions in the order it runs them, then every action starts as soon as its
-stage is free and its input is there.
-
-* GPipe: all ``m`` forwards, then all ``m`` backwards.
-* 1F1B: stage ``i`` (0-based) runs ``w = min(p - i, m)`` forwards, then
-  alternates one backward with one forward, then drains the backwards.  This is
-  the order ``torch.distributed.pipelining.Schedule1F1B`` runs.
+:func:`pipeline_timeline` gives the schedule they summarise, with start and end
+times, so that a lab can draw it beside the one it measured.  The order of each
+stage's actions is :func:`.schedule.pipeline_order`'s (the order
+``torch.distributed.pipelining`` runs; one stage per rank here); every action
+then starts as soon as its stage is free and its input is there.
 
 Dependencies: the forward of microbatch ``j`` on stage ``i`` needs the forward
 of ``j`` on stage ``i - 1``; its backward needs the backward of ``j`` on stage
 ``i + 1`` (the last stage: its own forward of ``j``).  Every stage takes
 ``forward`` per forward and ``backward`` per backward; sending activations and
-gradients costs nothing.  Under these assumptions both schedules idle
+gradients costs nothing.  Under these assumptions both GPipe and 1F1B idle
 (p-1)/(m+p-1) of the step, :func:`pipeline_bubble`'s figure, and a stage holds
 at most :func:`pipeline_in_flight`'s microbatches (forward done, backward not
-yet), which the tests check.
+yet), which the tests check.  (The plan builder's step timeline,
+:mod:`.planstep`, schedules whole plans on the same orders.)
 """
 
 from __future__ import annotations
@@ -28,9 +24,10 @@ from dataclasses import dataclass
 
 import pint
 
+from .schedule import in_flight, pipeline_order
 from .units import Q_, as_count, as_time, fmt, fmt_percent
 
-SCHEDULES = ("gpipe", "1f1b")
+SCHEDULES = ("gpipe", "1f1b")  # one stage per rank (interleaved 1F1B is the plan builder's)
 
 
 @dataclass(frozen=True)
@@ -73,30 +70,6 @@ def _schedule(schedule, func: str) -> str:
     return key
 
 
-def pipeline_order(stages, microbatches, schedule="1f1b") -> tuple:
-    """Each stage's actions in execution order: ``order[stage] = (("F", 0), ("F", 1), ("B", 0), ...)``.
-
-    >>> pipeline_order(2, 3, "1f1b")[0]
-    (('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2))
-    """
-    p = as_count(stages, arg="stages", func="pipeline_order")
-    m = as_count(microbatches, arg="microbatches", func="pipeline_order")
-    key = _schedule(schedule, "pipeline_order")
-    order = []
-    for i in range(p):
-        if key == "gpipe":
-            order.append(tuple(("F", j) for j in range(m)) + tuple(("B", j) for j in range(m)))
-            continue
-        w = min(p - i, m)
-        acts = [("F", j) for j in range(w)]
-        for j in range(m):
-            acts.append(("B", j))
-            if w + j < m:
-                acts.append(("F", w + j))
-        order.append(tuple(acts))
-    return tuple(order)
-
-
 def pipeline_timeline(stages, microbatches, schedule="1f1b", forward="1 ms", backward="2 ms") -> PipelineTimeline:
     """Start and end of every forward and backward of one step (see the module docstring).
 
@@ -104,12 +77,14 @@ def pipeline_timeline(stages, microbatches, schedule="1f1b", forward="1 ms", bac
     >>> fmt(t.makespan), round(t.idle_fraction, 4), t.in_flight
     ('330 ms', 0.2727, (8, 8, 8, 8))
     """
-    order = pipeline_order(stages, microbatches, schedule)
-    p, m = len(order), microbatches
+    p = as_count(stages, arg="stages", func="pipeline_timeline")
+    m = as_count(microbatches, arg="microbatches", func="pipeline_timeline")
+    key = _schedule(schedule, "pipeline_timeline")
     f = as_time(forward, arg="forward", func="pipeline_timeline").to("s").magnitude
     b = as_time(backward, arg="backward", func="pipeline_timeline").to("s").magnitude
     if f <= 0 or b <= 0:
         raise ValueError("pipeline_timeline() 的参数 forward 和 backward 都必须大于 0。例如 forward=\"10 ms\"")
+    order = pipeline_order(key, p, m)
     done: dict = {}  # (kind, stage, microbatch) -> end
     free = [0.0] * p
     nxt = [0] * p
@@ -119,7 +94,7 @@ def pipeline_timeline(stages, microbatches, schedule="1f1b", forward="1 ms", bac
         progress = False
         for i in range(p):
             while nxt[i] < len(order[i]):
-                kind, j = order[i][nxt[i]]
+                _, kind, j = order[i][nxt[i]]
                 if kind == "F":
                     dep = ("F", i - 1, j) if i else None
                 else:
@@ -134,28 +109,11 @@ def pipeline_timeline(stages, microbatches, schedule="1f1b", forward="1 ms", bac
                 nxt[i] += 1
                 remaining -= 1
                 progress = True
-        if not progress:  # cannot happen for the two schedules above; a guard against an endless loop
+        if not progress:  # cannot happen for these schedules; a guard against an endless loop
             raise RuntimeError("pipeline_timeline(): the schedule deadlocks")
     makespan = max(free)
-    busy = p * m * (f + b)
     return PipelineTimeline(
-        schedule=_schedule(schedule, "pipeline_timeline"), stages=p, microbatches=m,
-        forward=Q_(f, "s"), backward=Q_(b, "s"), actions=tuple(tuple(a) for a in placed),
-        makespan=Q_(makespan, "s"), idle_fraction=1 - busy / (p * makespan),
-        in_flight=tuple(peak_in_flight(a) for a in placed),
+        schedule=key, stages=p, microbatches=m, forward=Q_(f, "s"), backward=Q_(b, "s"),
+        actions=tuple(tuple(a) for a in placed), makespan=Q_(makespan, "s"),
+        idle_fraction=1 - p * m * (f + b) / (p * makespan), in_flight=tuple(in_flight(o) for o in order),
     )
-
-
-def peak_in_flight(actions) -> int:
-    """Most microbatches whose forward has ended and whose backward has not, over one stage's actions.
-
-    Works on measured actions too (anything with ``kind``, ``start`` and ``end``): a microbatch
-    counts from the end of its forward to the end of its backward.
-    """
-    events = sorted([(a.end, 1) for a in actions if a.kind == "F"] + [(a.end, -1) for a in actions if a.kind == "B"],
-                    key=lambda e: (e[0], e[1]))
-    held = peak = 0
-    for _, step in events:
-        held += step
-        peak = max(peak, held)
-    return peak
