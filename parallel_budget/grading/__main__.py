@@ -31,6 +31,15 @@ from .course import Course, CourseError
 INSTRUCTOR_JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
 
 
+# What the release command adds after naming the edition it wrote (release.edition).
+SWITCH = {
+    "practice": "仓库里提交的 exercises/ 就是这一版。正式考核要发正式评分版：在 autograde/nbgrader_config.py 里设 "
+                "c.PracticeCheck.enabled = False 后重新发布（autograde/README.md 第 1 节）。",
+    "graded": "这是正式评分版：不要把它提交进仓库（仓库里的 exercises/ 是自学版），发给学生后把设置改回 "
+              "c.PracticeCheck.enabled = True 并重新发布。",
+}
+
+
 def _jobs(text: str) -> int:
     try:
         n = int(text)
@@ -153,17 +162,21 @@ def main(argv=None) -> int:
             export(course)
             print(f"已导出 {course.grades_csv} 和 {course.integrity_csv}")
             return 0
-        from .release import generate, stale_notebooks
+        from .course import load_config
+        from .release import edition, edition_text, generate, stale_notebooks
 
         names = [args.assignment] if args.assignment else course.assignments()
+        cfg = load_config(course)
         if args.command == "release":
             for a in names:
-                print(f"已生成 {generate(course, a, course.release)}")
+                print(f"已生成{edition_text(cfg)}：{generate(course, a, course.release)}")
+            print(SWITCH[edition(cfg)])
             return 0
         stale = {a: stale_notebooks(course, a) for a in names}
         bad = {a: s for a, s in stale.items() if s}
         for a, s in bad.items():
-            print(f"exercises/{a} 已过期：{'、'.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
+            print(f"exercises/{a} 与按当前设置生成的{edition_text(cfg)}不同：{'、'.join(s)}。"
+                  "请运行 python -m parallel_budget.grading release", file=sys.stderr)
         return 1 if bad else 0
     except CourseError as exc:
         print(f"错误：{exc}", file=sys.stderr)
