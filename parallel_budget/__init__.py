@@ -32,7 +32,7 @@ from .model.parallelism import (
 from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
-from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
+from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_auto, fmt_count, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
@@ -68,6 +68,8 @@ __all__ = [
     "check_collectives",
     "data_parallel_update",
     "fmt",
+    "fmt_auto",
+    "fmt_count",
     "fmt_percent",
     "parse",
     "pipeline_bubble",

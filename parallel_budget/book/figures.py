@@ -12,7 +12,7 @@ for the figure and fails the book build instead of drawing boxes.
 from __future__ import annotations
 
 from .pages import use_cjk_font
-from ..model.units import fmt, fmt_percent
+from ..model.units import fmt, fmt_count, fmt_percent
 
 # One palette for the whole book (colour-blind safe, Okabe-Ito), shared with the
 # in-page calculators: each colour has one meaning in every figure and in
@@ -201,11 +201,7 @@ def zero_bars_figure(table, device_memory=None):
 
 def _count_zh(n: float) -> str:
     """1e9 -> '10 亿', 3.5e7 -> '3500 万' (a label, not a formula)."""
-    if n >= 1e8:
-        return f"{n / 1e8:.4g} 亿"
-    if n >= 1e4:
-        return f"{n / 1e4:.4g} 万"
-    return f"{n:.4g}"
+    return fmt_count(n, 4)
 
 
 def pipeline_gantt_figure(schedule, title=None):
