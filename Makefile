@@ -13,7 +13,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test setup clean grade
 
-$(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh scripts/jupyterlab-overrides.json
+$(VENV)/.installed: requirements.txt pyproject.toml package-lock.json scripts/setup.sh scripts/jupyterlab-overrides.json
 	VENV=$(VENV) bash scripts/setup.sh
 
 setup: $(VENV)/.installed

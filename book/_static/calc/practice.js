@@ -267,7 +267,7 @@ function mountBox(box, q, bank, all) {
     status();
     if (r.status === 'coincide') { offer = r.keys; again.textContent = T.separate; again.classList.add('pb-q-offer'); }
     if (right || wrong >= 2) reveal(!right && sol.hidden);
-    else fb.textContent += `\n${T.retry}`;
+    else if (sol.hidden) fb.textContent += `\n${T.retry}`;
   });
   show.addEventListener('click', () => reveal(true));
   again.addEventListener('click', () => {
