@@ -357,7 +357,7 @@ def test_quantity_fields_take_what_people_type(tab):
     fill(page, "ring", bandwidth="25 Gb/s")
     assert page.input_value("#pb-ring-bw_unit") == "GB/s"  # the typed unit wins over the select
     assert out(page, "ring", "lower_bound") == pb.fmt_auto(pb.ring_allreduce(4, "2 GB", "25 Gb/s").lower_bound) == "960 ms"
-    assert "按你写的 25 Gb/s 计算" in page.locator("#pb-ring-bandwidth-hint").inner_text()
+    assert "按你写的 25\u00a0Gb/s 计算" in page.locator("#pb-ring-bandwidth-hint").inner_text()  # number and unit kept together
     fill(page, "ring", bandwidth="25", grad="0.5 TB", compute="1.2 s")
     r = pb.ring_allreduce(4, "0.5 TB", "25 GB/s")
     assert out(page, "ring", "send_per_rank") == pb.fmt_auto(r.send_per_rank) == "750 GB"
@@ -389,3 +389,12 @@ def test_implausible_or_ambiguous_quantities_are_refused_with_a_reason(tab, fiel
     fill(page, "ring", **{field: typed})
     assert evaluate("ring", {field: typed}) == {"errors": [field]}
     assert words in page.locator(f'.pb-calc[data-calc="ring"] [data-msg="{field}"]').inner_text()
+
+
+def test_the_timeline_draws_the_single_device_time(tab):
+    """Is the first bar of the ring timeline the one-device compute time (400 ms), as long as the step allows?"""
+    page = tab.open(CALC)
+    first = page.locator('.pb-calc[data-calc="ring"] svg rect').first
+    assert first.locator("title").text_content() == "单卡计算 400 ms"
+    fill(page, "ring", compute="1.2 s")
+    assert first.locator("title").text_content() == "单卡计算 1.2 s"

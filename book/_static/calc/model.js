@@ -162,6 +162,8 @@ function fmtCount(n, digits = 3) {
   const x = n / size;
   return trim(x, Math.max(digits, String(Math.trunc(Math.abs(x))).length)) + name;
 }
+// Numbers and their units never part at a line end: "2 GB", "7 × 10⁹" get a no-break space (prose.keep_units).
+const keepUnits = (t) => t.replace(/(\d) (?=[A-Za-zµ%×])|× (?=\d)/g, (m) => m.replace(' ', '\u00a0'));
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 const pct = (x) => `${trim(100 * x)}%`;
 
@@ -361,7 +363,7 @@ function evaluate(kind, raw = {}) {
   }
 }
 
-const api = { FIELDS, EQUAL_STAGE_MS, NUM, fieldValue, parseQuantity, parseParams, trim, fmt, fmtAuto, fmtCount, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
+const api = { FIELDS, EQUAL_STAGE_MS, NUM, fieldValue, parseQuantity, parseParams, trim, fmt, fmtAuto, fmtCount, keepUnits, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBModel = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -211,8 +211,7 @@ function bump(all, id, add) {
 
 // == the page
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls; if (text !== undefined) n.textContent = text; return n; };
-// Numbers and their units never part at a line end: "2 GB" is shown with a no-break space.
-const nb = (t) => t.replace(/(\d) (?=[A-Za-zµ%×])|× (?=\d)/g, (m) => m.replace(' ', '\u00a0'));
+const nb = (t) => M.keepUnits(t);
 const urlSeed = (id) => { const s = Number(new URLSearchParams(location.search).get(`p-${id}`)); return Number.isInteger(s) && s > 0 && s <= SEED_MAX ? s : 0; };
 function setUrlSeed(id, seed) {
   const u = new URL(location.href);

@@ -4,7 +4,7 @@
 // Classic script (no ES module), so it also runs from file://; node loads it with require().
 (function (root) {
 'use strict';
-const { FIELDS, NUM, esc, evaluate, fmtAuto, fmtCount, pct, trim } = root.PBModel;
+const { FIELDS, NUM, esc, evaluate, fmtAuto, fmtCount, keepUnits, pct, trim } = root.PBModel;
 
 const LABELS = {
   grads: ['每个 rank 的本地梯度', '2 到 8 个数，逗号或空格分隔'],
@@ -153,7 +153,7 @@ const OUTPUTS = {
       ['compute_per_rank', '每 rank 计算', T(o.compute_per_rank)], ['backward', '其中反向（能掩盖通信的窗口）', T(o.backward)],
       ['hidden_comm', '被隐藏的通信', T(o.hidden_comm)], ['exposed_comm', '暴露的通信', T(o.exposed_comm)],
       ['step', '步时', T(o.step)], ['speedup', '加速比', `${trim(o.speedup)}×`], ['efficiency', '效率', pct(o.efficiency)],
-    ]) + ringTimeline(o, v.compute / 1000)
+    ]) + ringTimeline(o, v.compute)
       + '<p class="pb-note">模型的简化：理想 ring，不计每轮延迟与争用；梯度通信只能藏在反向里，最后一个桶在反向结束后才发出，总是暴露。</p>';
   },
   zero(o) {
@@ -201,12 +201,13 @@ function fieldHtml(kind, fd, unitFd) {
   if (unitFd) unit = `<label class="pb-sr" for="pb-${kind}-${unitFd.name}">${LABELS[unitFd.name][0]}</label>${control(kind, unitFd)}`;
   const msgs = [fd, unitFd].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-${kind}-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('');
   return `<div class="pb-field"><label for="${id}">${label}</label><span class="pb-row">${control(kind, fd)}${unit}</span>`
-    + `<small class="pb-hint" id="${id}-hint">${hint ? esc(hint) : ''}</small>${msgs}</div>`;
+    + `<small class="pb-hint" id="${id}-hint">${hint ? esc(keepUnits(hint)) : ''}</small>${msgs}</div>`;
 }
 
 const calcs = [];
 // The width a chart is drawn at: its box's, between 280 and 640 px (640 where the page is not laid out).
-const chartWidth = (box) => Math.max(280, Math.min(640, Math.floor(box.clientWidth) || 640));
+// Read once at mount and then from the ResizeObserver, never while typing (a layout read per key).
+const chartWidth = (px) => Math.max(280, Math.min(640, Math.floor(px) || 640));
 
 function hashParams() {
   const h = location.hash.slice(1);
@@ -238,10 +239,15 @@ class Calc {
     this.inputs = Object.fromEntries(fields.map((x) => [x.name, this.form.elements[x.name]]));
     this.results = el.querySelector('.pb-results');
     this.status = el.querySelector('.pb-status');
+    this.hints = Object.fromEntries(fields.map((x) => [x.name, el.querySelector(`#pb-${kind}-${x.name}-hint`)]));
+    this.width = chartWidth(this.results.clientWidth);
     this.restore();
     // Redraw at the new width when the box changes size (a phone turned, a window resized).
     if (typeof ResizeObserver === 'function') {
-      new ResizeObserver(() => { if (chartWidth(this.results) !== this.width) this.update(); }).observe(this.results);
+      new ResizeObserver(([e]) => {
+        const w = chartWidth(e.contentRect.width);
+        if (w !== this.width) { this.width = w; this.update(); }
+      }).observe(this.results);
     }
     const onInput = () => { this.update(); writeHash(); };
     this.form.addEventListener('input', onInput);
@@ -280,18 +286,19 @@ class Calc {
     }
     this.status.textContent = '';
     this.el.classList.remove('pb-invalid');
-    W = this.width = chartWidth(this.results);
+    W = this.width;
     this.results.innerHTML = OUTPUTS[this.kind](r.out, r.values);
   }
 
   // What a field with its own unit or a count was read as, under the field: "按 25 Gb/s 计算", "70 亿个参数".
   echo(values, errors) {
     for (const fd of FIELDS[this.kind]) {
-      const hint = this.el.querySelector(`#pb-${this.kind}-${fd.name}-hint`), typed = this.inputs[fd.name].value.trim();
+      const hint = this.hints[fd.name], typed = this.inputs[fd.name].value.trim();
       if (!hint || !(fd.kind === 'qty' || fd.kind === 'params')) continue;
       let own = '';
       if (!errors[fd.name]) own = fd.kind === 'params' ? `读作 ${fmtCount(values[fd.name])}` : NUM.test(typed) ? '' : `按你写的 ${typed} 计算${this.inputs[fd.unit] ? '，右边的单位选择此时不用' : ''}`;
-      hint.textContent = [LABELS[fd.name][1], own].filter(Boolean).join('；');
+      const text = keepUnits([LABELS[fd.name][1], own].filter(Boolean).join('；'));
+      if (hint.textContent !== text) hint.textContent = text;  // no DOM write (and layout) when nothing changed
     }
   }
 }
