@@ -21,7 +21,7 @@ setup: $(VENV)/.installed
 # Incremental: only pages whose source or package files changed are executed again (README).
 book: $(VENV)/.installed
 	$(VENV)/bin/python -m parallel_budget.book.build . -W --keep-going
-	@echo "站点已构建:用浏览器打开 $(abspath _build/html/index.html)"
+	@echo "站点已构建：用浏览器打开 $(abspath _build/html/index.html)"
 
 # The suite checks the site `make book` builds (built once, shared by every xdist worker), in two
 # passes: everything but the labs' 20x stress runs (one module per worker, heaviest first, so a

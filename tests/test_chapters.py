@@ -236,12 +236,16 @@ def test_the_eval_checks_catch_an_unbound_name_and_a_remove_cell():
 GLOSSARY_LINK = re.compile(r"\[([^\]]+)\]\(glossary\.md#([^)]*)\)")
 
 
+def glossary_block() -> str:
+    """The body of the {glossary} directive (the page has more after it: units, the course's words)."""
+    return source("glossary").split("```{glossary}")[1].split("\n```")[0]
+
+
 def glossary_anchors() -> dict:
     """anchor id (as Sphinx makes it: term-KV-cache) -> term, of every entry of book/glossary.md."""
     from sphinx.util.nodes import _make_id
 
-    glossary = source("glossary")
-    defined = re.findall(r"^(\S[^\n]*)\n  : \S", glossary.split("```{glossary}")[1], re.M)
+    defined = re.findall(r"^(\S[^\n]*)\n  : \S", glossary_block(), re.M)
     return {_make_id(f"term-{t}"): t for t in defined}
 
 
@@ -256,7 +260,7 @@ def test_glossary_covers_every_term_link_and_the_issue_terms():
         used |= {anchor for _, anchor in GLOSSARY_LINK.findall(text)}
     assert used and used <= set(anchors), used - set(anchors)
     assert {"rank", "all-reduce", "DDP", "ZeRO", "TP", "PP", "bucket"} <= set(anchors.values())
-    assert len(re.findall(r"^\S[^\n]*\n  \S", source("glossary").split("```{glossary}")[1], re.M)) == len(anchors), \
+    assert len(re.findall(r"^\S[^\n]*\n  \S", glossary_block(), re.M)) == len(anchors), \
         "every glossary definition starts with '  : ' (the definition list mystmd renders)"
 
 

@@ -153,7 +153,7 @@ def test_a_mark_saved_while_the_grade_command_runs_survives(lab, page, tmp_path)
     assert proc.returncode == 0, out
     assert scores(course.gradebook)[("s2", NB, "explain_ex1")] == (0.5, 2.0)
     html = (course.feedback / "s2" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
-    assert "得分:0.5 / 2.0" in html
+    assert "得分：0.5 / 2.0" in html
 
 
 def test_a_flagged_student_shows_as_flagged(lab, page):

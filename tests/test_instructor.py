@@ -90,13 +90,13 @@ def test_feedback_after_a_regrade_holds_the_manual_mark(graded):
     course, folder, _ = graded
     _set_mark(course.gradebook, "s1", "explain_ex1", 1.5, "论证完整,$2(R-1)/R$ 写对了")
     html = course.feedback / "s1" / "lesson" / f"{NB}.html"
-    assert "得分:1.5 / 2.0" not in html.read_text(encoding="utf-8")
+    assert "得分：1.5 / 2.0" not in html.read_text(encoding="utf-8")
     done = _cli(course, "feedback", "--student", "s1")  # after manual grading, without a re-grade
-    assert done.returncode == 0 and "得分:1.5 / 2.0" in html.read_text(encoding="utf-8"), done.stderr
+    assert done.returncode == 0 and "得分：1.5 / 2.0" in html.read_text(encoding="utf-8"), done.stderr
     summary = grade(folder, root=course.root, jobs=1, timeout=10, quiet=True, students=["s1"])
     assert summary["graded"] == ["s1"] and summary["not_selected"] == 1 and summary["regrade"] == []
     html = (course.feedback / "s1" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
-    assert "得分:1.5 / 2.0" in html and "论证完整" in html
+    assert "得分：1.5 / 2.0" in html and "论证完整" in html
     assert scores(course.gradebook)[("s1", NB, "explain_ex1")] == (1.5, 2.0)
 
 
@@ -126,7 +126,7 @@ def test_feedback_is_chinese_offline_and_private(graded):
     assert "测试单元" in html and "你的回答" in html
     assert not re.search(r"<script[^>]+src=\"https?://", html) and "cdnjs" not in html
     assert 'src="../../_mathjax/tex-chtml.js"' in html and (course.feedback / "_mathjax" / "tex-chtml.js").is_file()
-    assert "BEGIN HIDDEN TESTS" not in html and "隐藏测试,评分时运行" in html
+    assert "BEGIN HIDDEN TESTS" not in html and "隐藏测试，评分时运行" in html
     assert "Traceback (most recent call last)" not in html and "\x1b[" not in html and 'File "' not in html
     for path in (str(course.root), str(ROOT), sys.prefix, "/tmp/"):
         assert path not in html, path

@@ -280,7 +280,7 @@ def test_the_numbers_command_prints_a_students_parts(capsys):
 
     assert main(["--root", str(ROOT), "numbers", "s001"]) == 0
     out = capsys.readouterr().out
-    assert "没有打开(c.Variants.enabled = False" in out and "== s001 ==" in out
+    assert "没有打开（c.Variants.enabled = False" in out and "== s001 ==" in out
     assert "[02-ring-allreduce / prompt_ex2]\n16 个 rank，每个 rank 有 8 GB 梯度，单向有效带宽 12.5 GB/s。" in out
     assert out.count("[") == sum(len(s.parts) for ss in variants.SCENARIOS.values() for s in ss)
     assert main(["--root", str(ROOT), "numbers", "a/b"]) == 2 and "不合规" in capsys.readouterr().err

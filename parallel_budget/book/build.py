@@ -28,7 +28,7 @@ def jobs_from_env(environ=os.environ) -> int:
     if not raw:
         return DEFAULT_JOBS
     if not raw.isdigit() or int(raw) < 1:
-        raise SystemExit(f"PB_BUILD_JOBS 需要正整数(并行读取页面的进程数),收到 {raw!r}。例如 PB_BUILD_JOBS=4")
+        raise SystemExit(f"PB_BUILD_JOBS 需要正整数（并行读取页面的进程数），收到 {raw!r}。例如 PB_BUILD_JOBS=4")
     return int(raw)
 
 

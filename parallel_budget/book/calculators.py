@@ -221,7 +221,7 @@ def evaluate(kind: str, inputs: dict) -> dict:
     ``hidden`` not divisible by ``tp``) are reported on the argument it names.
     """
     if kind not in FIELDS:
-        raise ValueError(f"evaluate() 的参数 kind 只能是 {', '.join(FIELDS)},收到 {kind!r}。")
+        raise ValueError(f"evaluate() 的参数 kind 只能是 {'、'.join(FIELDS)}，收到 {kind!r}。")
     values, errors = {}, []
     for f in FIELDS[kind]:
         value = _field_value(f, inputs)

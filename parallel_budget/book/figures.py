@@ -81,22 +81,22 @@ def update_outcomes_figure(updates):
     grads and lr; the single-process reference is the dashed line.
     """
     fig, ax = _new(6.4, 0.7 * len(updates) + 1.4)
-    labels = {"mean": "求平均(正确)", "sum": "只求和,没除以 R", "mean_twice": "平均做了两次"}
+    labels = {"mean": "求平均（正确）", "sum": "只求和，没除以 R", "mean_twice": "平均做了两次"}
     ref = updates[0].reference
     for i, u in enumerate(updates):
         color = PALETTE["hidden"] if u.matches_reference else PALETTE["error"]
         ax.barh(i, u.weights[0], color=color, height=0.55)
-        ax.text(u.weights[0] + 0.02, i, f"w = {u.weights[0]:.3g}(聚合梯度 {u.aggregated_grad:.3g})", va="center", fontsize=9)
+        ax.text(u.weights[0] + 0.02, i, f"w = {u.weights[0]:.3g}（聚合梯度 {u.aggregated_grad:.3g}）", va="center", fontsize=9)
     ax.axvline(ref, color=GREY, linestyle="--", linewidth=1.2)
     ax.text(ref, len(updates) - 0.45, f"单进程参考 {ref:.3g}", ha="center", fontsize=9, color="#555555")
     ax.set_yticks(range(len(updates)), [labels.get(u.reduction, u.reduction) for u in updates])
     ax.set_ylim(len(updates) - 0.3, -0.6)
     ax.set_xlim(0, max(max(u.weights[0] for u in updates), ref, updates[0].w0) * 1.45)
-    ax.set_xlabel("更新后的参数 w(每个 rank 相同)")
+    ax.set_xlabel("更新后的参数 w（每个 rank 相同）")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     grads = "、".join(f"{g:g}" for g in updates[0].grads)
-    ax.set_title(f"w 从 {updates[0].w0:g} 出发,本地梯度 {grads},学习率 {updates[0].lr:g}", fontsize=10.5)
+    ax.set_title(f"w 从 {updates[0].w0:g} 出发，本地梯度 {grads}，学习率 {updates[0].lr:g}", fontsize=10.5)
     return _done(fig)
 
 
@@ -111,7 +111,7 @@ def ring_rounds_figure(schedule, ring=None):
     import matplotlib.pyplot as plt
 
     ranks = len(schedule[0])
-    phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", PURPLE, "只复制,分发结果")]
+    phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", PURPLE, "只复制，分发结果")]
     per_phase = len(schedule) // 2
     fig, axes = plt.subplots(2, 1, figsize=(1.3 * per_phase + 1.5, 2 * (0.55 * ranks + 0.6) + 0.9),
                              dpi=DPI, layout="constrained")
@@ -129,10 +129,10 @@ def ring_rounds_figure(schedule, ring=None):
         ax.tick_params(length=0, labelsize=9.5)
         for side in ax.spines.values():
             side.set_visible(False)
-        ax.set_title(f"{phase}:{len(rounds)} 轮,{what}", fontsize=10.5, color=color, loc="left")
-    title = f"ring all-reduce,{ranks} 个 rank,每轮每个 rank 向右邻发一块"
+        ax.set_title(f"{phase}：{len(rounds)} 轮，{what}", fontsize=10.5, color=color, loc="left")
+    title = f"ring all-reduce，{ranks} 个 rank，每轮每个 rank 向右邻发一块"
     if ring is not None:
-        title += f"\n每块 {fmt(ring.chunk)},共 {ring.steps} 轮,每 rank 发送 {fmt(ring.send_per_rank)}"
+        title += f"\n每块 {fmt(ring.chunk)}，共 {ring.steps} 轮，每 rank 发送 {fmt(ring.send_per_rank)}"
     fig.suptitle(title, fontsize=11)
     return _done(fig)
 
@@ -156,7 +156,7 @@ def step_timeline_figure(no_overlap, overlap):
     rows = [
         ("单卡", [(0, ms(no_overlap.compute_single), BLUE, "计算", None)], no_overlap.compute_single),
     ]
-    for label, st in ((f"{no_overlap.ranks} 卡,不重叠", no_overlap), (f"{overlap.ranks} 卡,分桶重叠", overlap)):
+    for label, st in ((f"{no_overlap.ranks} 卡，不重叠", no_overlap), (f"{overlap.ranks} 卡，分桶重叠", overlap)):
         c0 = ms(st.compute_per_rank)
         comm_start = c0 - ms(st.hidden_comm)
         segs = [(0, c0, BLUE, "计算", None)]
@@ -182,11 +182,11 @@ def step_timeline_figure(no_overlap, overlap):
     ax.legend(handles=[Patch(color=PALETTE["compute"], label="计算"), Patch(color=PALETTE["hidden"], label="被反向遮住的通信"),
                        Patch(facecolor=PALETTE["exposed"], hatch="//", edgecolor="white", label="暴露的通信")],
               loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False, fontsize=9)
-    ax.set_xlabel("时间(ms)")
+    ax.set_xlabel("时间（ms）")
     ax.set_xlim(0, ms(no_overlap.compute_single) * 1.28)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title("同一个全局 batch 的一步:只有暴露的通信拉长步时", fontsize=10.5)
+    ax.set_title("同一个全局 batch 的一步：只有暴露的通信拉长步时", fontsize=10.5)
     return _done(fig)
 
 
@@ -202,7 +202,7 @@ def zero_bars_figure(table, device_memory=None):
     gb = lambda q: q.to("GB").magnitude  # noqa: E731 (unit conversion only)
     names = [row.name for row in table]
     parts = [("参数", "param_state", PALETTE["param"]), ("梯度", "grad_state", PALETTE["grad"]),
-             ("优化器状态(FP32 主副本 + Adam)", "optim_state", PALETTE["optim"])]
+             ("优化器状态（FP32 主副本 + Adam）", "optim_state", PALETTE["optim"])]
     bottoms = [0.0] * len(names)
     for label, field, color in parts:
         vals = [gb(getattr(row, field)) for row in table]
@@ -214,12 +214,14 @@ def zero_bars_figure(table, device_memory=None):
         cap = gb(as_bytes(device_memory, arg="device_memory", func="zero_bars_figure"))
         ax.axhline(cap, color=GREY, linestyle="--", linewidth=1)
         ax.text(len(names) - 0.5, cap, f"每卡 {fmt(as_bytes(device_memory))}", ha="right", va="bottom", fontsize=8.5)
-    ax.set_ylabel("每卡常驻模型状态(GB)")
+    ax.set_ylabel("每卡常驻模型状态（GB）")
     ax.set_ylim(0, gb(table[0].total) * 1.18)
     ax.legend(frameon=False, fontsize=9, loc="upper right")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(f"{_count_zh(table[0].params)} 个参数,D = {table[0].dp}:只画常驻的参数、梯度和优化器状态", fontsize=10.5)
+    count = _count_zh(table[0].params)
+    count += " " if count[-1].isdigit() else ""  # "10 亿个参数", "5000 个参数"
+    ax.set_title(f"{count}个参数，D = {table[0].dp}：只画常驻的参数、梯度和优化器状态", fontsize=10.5)
     return _done(fig)
 
 
@@ -243,11 +245,11 @@ def pipeline_gantt_figure(schedule, title=None):
                     color=ink(palette[j % len(palette)]), fontsize=9)
     ax.set_ylim(stages - 0.5, -0.5)
     ax.set_yticks(range(stages), [f"阶段 {i + 1}" for i in range(stages)])
-    ax.set_xlabel("时间(ms);方块里的数字是微批次编号,浅灰为空闲")
+    ax.set_xlabel("时间（ms）；方块里的数字是微批次编号，浅灰为空闲")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     head = title or f"{stages} 个阶段、{schedule.microbatches} 个微批次的前向流水线"
-    ax.set_title(f"{head}:总时长 {fmt(schedule.makespan)},空闲占 "
+    ax.set_title(f"{head}：总时长 {fmt(schedule.makespan)}，空闲占 "
                  f"{fmt_percent(schedule.idle_fraction)}", fontsize=10.5)
     return _done(fig)
 
@@ -260,15 +262,15 @@ def hang_sequence_figure(check):
     for r, seq in enumerate(check.calls):
         for k in range(longest):
             if k < len(seq):
-                bad = check.hangs and k >= check.mismatch_at
+                bad = not check.consistent and k >= check.mismatch_at
                 color = PALETTE["error"] if (bad and r in check.diverged) else (PALETTE["exposed"] if bad else PALETTE["hidden"])
                 ax.add_patch(_box(k, r, color))
                 ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color=ink(color), fontsize=9)
-            elif check.hangs and k == check.mismatch_at:
+            elif not check.consistent and k == check.mismatch_at:
                 ax.add_patch(_box(k, r, "white", linestyle="--", linewidth=1.2))
                 ax.patches[-1].set_edgecolor(VERMILION)
                 ax.text(k + 0.5, r + 0.5, "已退出 /\n无调用", ha="center", va="center", color=VERMILION, fontsize=9)
-    if check.hangs:
+    if not check.consistent:
         ax.axvline(check.mismatch_at, color=VERMILION, linewidth=1.5)
     ax.set_xlim(0, longest)
     ax.set_ylim(ranks, 0)
@@ -277,6 +279,8 @@ def hang_sequence_figure(check):
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    verdict = "从红线起全组互相等待(挂起)" if check.hangs else "各 rank 次数与顺序一致"
-    ax.set_title(f"每个 rank 依次进入的集体通信:{verdict}", fontsize=10.5)
+    verdict = {None: "各 rank 次数与顺序一致", "block": "从红线起，已进入的 rank 等到超时（挂起）",
+               "silent": "从红线起，错位的调用悄悄配对，结果出错", "mismatch": "从红线起，操作或形状对不上",
+               "unknown": "从红线起调用错位（形状未知）"}[check.outcome]
+    ax.set_title(f"每个 rank 依次进入的集合通信：{verdict}", fontsize=10.5)
     return _done(fig)

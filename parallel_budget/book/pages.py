@@ -49,6 +49,6 @@ def use_cjk_font() -> str:
             warnings.filterwarnings("error", message="Glyph .* missing from")
             return name
     raise RuntimeError(
-        "没有找到中文字体,图中的中文会变成方框。请安装 Debian 包 fonts-noto-cjk "
-        "(apt-get install -y fonts-noto-cjk),然后删除 ~/.cache/matplotlib 再构建。"
+        "没有找到中文字体，图中的中文会变成方框。请安装 Debian 包 fonts-noto-cjk "
+        "(apt-get install -y fonts-noto-cjk)，然后删除 ~/.cache/matplotlib 再构建。"
     )

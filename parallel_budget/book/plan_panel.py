@@ -39,7 +39,7 @@ def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute,
         ("效率", fmt_percent(b.efficiency)),
     ]
     rows += [(f"{c.name}（{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
-              f"每卡每步 {fmt(c.bytes)},{_time(c.time)}") for c in b.comm]
+              f"每卡每步 {fmt(c.bytes)}，{_time(c.time)}") for c in b.comm]
     rows += [(f"结论 {i}", v) for i, v in enumerate(b.verdict, 1)]
     return rows + search_rows(devices, **kw)
 
@@ -49,7 +49,7 @@ def search_rows(devices, top=5, **kw) -> list:
     r = search_plans(devices=devices, **kw)
     rows = [(f"搜索 {devices} 张卡", f"试了 {r.candidates} 种切分，放得下 {len(r)} 种")]
     for i, p in enumerate(r.plans[:top], 1):
-        rows.append((f"第 {i} 名", f"DP={p.dp} TP={p.tp} PP={p.pp} ZeRO-{p.zero_stage} 微批次 {p.micro_batch}:"
+        rows.append((f"第 {i} 名", f"DP={p.dp} TP={p.tp} PP={p.pp} ZeRO-{p.zero_stage} 微批次 {p.micro_batch}："
                                    f"步时 {_time(p.step)}，每卡 {fmt(p.memory.total)}"))
     return rows
 

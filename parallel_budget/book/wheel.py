@@ -71,7 +71,7 @@ def build_wheel(repo: Path, out_dir: Path, python: str = sys.executable, timeout
         )
         wheels = sorted(built.glob("parallel_budget-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
-            raise RuntimeError(f"课程包的 wheel 构建失败(pip wheel 退出码 {proc.returncode}):\n{proc.stderr[-2000:]}")
+            raise RuntimeError(f"课程包的 wheel 构建失败（pip wheel 退出码 {proc.returncode}）：\n{proc.stderr[-2000:]}")
         for old in existing:
             old.unlink()
         target = out_dir / wheels[0].name

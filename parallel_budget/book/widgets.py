@@ -51,7 +51,7 @@ class Panel(widgets.VBox):
             body = "".join(f"<tr><td>{html.escape(k)}</td><td><b>{html.escape(v)}</b></td></tr>" for k, v in rows)
             self.result.value = f"<table>{body}</table>"
         except ValueError as exc:
-            self.result.value = f'<p style="color:#D55E00">输入有误:{html.escape(str(exc))}</p>'
+            self.result.value = f'<p style="color:#D55E00">输入有误：{html.escape(str(exc))}</p>'
         return self.result.value
 
     @property
@@ -75,7 +75,7 @@ def _numbers(text, arg):
     try:
         return [float(x) for x in str(text).replace(",", ",").split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"参数 {arg} 需要用逗号分隔的数字,收到 {text!r}。例如 2, 6") from None
+        raise ValueError(f"参数 {arg} 需要用逗号分隔的数字，收到 {text!r}。例如“2, 6”") from None
 
 
 # ---------------------------------------------------------------- chapter 1
@@ -86,7 +86,7 @@ def _render_update(w, grads, lr, reduction):
         ("聚合后的梯度", f"{u.aggregated_grad:.6g}"),
         ("每个 rank 更新后的参数", ", ".join(f"{x:.6g}" for x in u.weights)),
         ("单进程全批次参考值", f"{u.reference:.6g}"),
-        ("与单进程一致?", "是" if u.matches_reference else "否:检查求和/平均的约定"),
+        ("与单进程一致？", "是" if u.matches_reference else "否：检查求和/平均的约定"),
     ]
 
 
@@ -99,7 +99,7 @@ def update_panel(w=1.0, grads="2, 6", lr=0.1, reduction="mean") -> Panel:
         "reduction": widgets.Dropdown(options=[(v, k) for k, v in REDUCTIONS.items()], value=reduction,
                                       description="归约方式", style=_STYLE, layout=_LAYOUT),
     }
-    return Panel("两个 rank,同一次更新", controls, _render_update)
+    return Panel("两个 rank，同一次更新", controls, _render_update)
 
 
 # ---------------------------------------------------------------- chapter 2
@@ -108,8 +108,8 @@ def _render_ring(ranks, grad, bandwidth, compute_single, overlap):
     r = ring_allreduce(ranks, grad, bandwidth)
     s = step_time(compute_single, ranks, r.lower_bound, overlap)
     return [
-        ("每 rank 发送(接收同样多)", fmt(r.send_per_rank)),
-        ("全网发送总量(不是每 rank)", fmt(r.total_sent)),
+        ("每 rank 发送（接收同样多）", fmt(r.send_per_rank)),
+        ("全网发送总量（不是每 rank）", fmt(r.total_sent)),
         ("通信下界", fmt(r.lower_bound, digits=4)),
         ("暴露的通信", fmt(s.exposed_comm, digits=4)),
         ("步时", fmt(s.step, digits=4)),
@@ -137,8 +137,8 @@ def _render_zero(params, dp, device_memory):
     table = zero_table(params, dp)
     rows = [(row.name, fmt(row.total)) for row in table]
     stage = table.smallest_fitting_stage(device_memory)
-    verdict = "都放不下:还需要 TP/PP 或 offload" if stage is None else table[stage].name
-    rows.append((f"每卡 {device_memory} 时最低可行方案(只看常驻状态)", verdict))
+    verdict = "都放不下：还需要 TP/PP 或 offload" if stage is None else table[stage].name
+    rows.append((f"每卡 {device_memory} 时最低可行方案（只看常驻状态）", verdict))
     return rows
 
 
@@ -160,7 +160,7 @@ def _render_pipeline(stage_times, microbatches):
     equal = pipeline_bubble(len(times), microbatches)
     return [
         ("一步总时长", fmt(sched.makespan)),
-        ("空闲比例(按给定阶段时间)", fmt_percent(sched.idle_fraction)),
+        ("空闲比例（按给定阶段时间）", fmt_percent(sched.idle_fraction)),
         ("阶段均衡时的空闲比例 (p-1)/(m+p-1)", fmt_percent(equal.idle_fraction)),
     ]
 
@@ -179,7 +179,7 @@ def _render_tp(batch, seq, hidden, tp, layers, bandwidth):
     one = ring_allreduce(tp, c.message, bandwidth)
     return [
         ("每次 all-reduce 的消息", fmt(c.message, "MB")),
-        ("每层 all-reduce 次数(前向+反向)", str(c.allreduces_per_layer)),
+        ("每层 all-reduce 次数（前向+反向）", str(c.allreduces_per_layer)),
         ("每 TP rank 每层发送", fmt(c.send_per_rank_per_layer, "MB")),
         ("每 TP rank 每步发送", fmt(c.send_per_rank_per_step)),
         ("每次 all-reduce 的传输下界", fmt(one.lower_bound)),
@@ -210,5 +210,5 @@ def _render_hang(**ranks):
 def hang_panel(calls=("all_reduce, all_reduce, all_reduce", "all_reduce, all_reduce, all_reduce",
                       "all_reduce, all_reduce", "all_reduce, all_reduce, all_reduce")) -> Panel:
     """Chapter 5: type each rank's collectives in order; see where the group would hang."""
-    controls = {f"rank{r}": _text(text, f"rank {r} 的集体通信") for r, text in enumerate(calls)}
-    return Panel("各 rank 的集体通信序列", controls, _render_hang)
+    controls = {f"rank{r}": _text(text, f"rank {r} 的集合通信") for r, text in enumerate(calls)}
+    return Panel("各 rank 的集合通信序列", controls, _render_hang)

@@ -31,9 +31,9 @@ def _jobs(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs 需要正整数,收到 {text!r}。例如 --jobs 4") from None
+        raise argparse.ArgumentTypeError(f"--jobs 需要正整数，收到 {text!r}。例如 --jobs 4") from None
     if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs 至少为 1,收到 {n}。")
+        raise argparse.ArgumentTypeError(f"--jobs 至少为 1，收到 {n}。")
     return n
 
 
@@ -55,7 +55,7 @@ def _log_failure(course_root) -> str:
         path = folder / f"command-{time.strftime('%Y%m%d-%H%M%S')}.log"
         path.write_text(traceback.format_exc(), encoding="utf-8")
     except OSError:
-        return "(无法写日志)"
+        return "（无法写日志）"
     return str(path)
 
 
@@ -72,41 +72,41 @@ def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
         args.append("--allow-root")
     args.extend(a for a in extra if a != "--")
     os.chdir(course.autograde)  # nbgrader reads nbgrader_config.py from the current folder
-    print(f"formgrader:{course.root} 下的 JupyterLab,打开后在 Nbgrader → Formgrader(Ctrl-C 停止)。", flush=True)
+    print(f"formgrader：{course.root} 下的 JupyterLab，打开后在 Nbgrader → Formgrader（Ctrl-C 停止）。", flush=True)
     os.execv(sys.executable, args)
     return 0  # not reached
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m parallel_budget.grading", description="课程的 nbgrader 评分命令。")
-    parser.add_argument("--root", help="课程仓库根目录(默认:从当前目录向上查找 autograde/nbgrader_config.py)")
+    parser.add_argument("--root", help="课程仓库根目录（默认：从当前目录向上查找 autograde/nbgrader_config.py）")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("release", "从 solutions/ 生成 exercises/"), ("check-release", "检查 exercises/ 是否过期")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--assignment", help="作业名(默认:全部)")
-    g = sub.add_parser("grade", help="一条命令评完一个班:收集、自动评分、反馈、导出 CSV、诚信报告")
-    g.add_argument("submissions", nargs="?", help="提交所在的文件夹(<学生>/<作业>/*.ipynb 或 <学生>/*.ipynb)"
-                   "或 nbgrader zip_collect 压缩包;省略时评 autograde/submitted/")
-    g.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
-    g.add_argument("--jobs", type=_jobs, default=os.cpu_count() or 1, help="并行评分的进程数(默认:CPU 核数)")
-    g.add_argument("--student", action="append", help="只评这个学生(可重复);用于重评一个人")
-    g.add_argument("--force", action="store_true", help="重评所有人,即使提交没有变化")
-    g.add_argument("--timeout", type=int, help="每个单元的超时秒数(默认按 nbgrader_config.py,30 秒)")
-    g.add_argument("--no-sandbox", action="store_true", help="不用沙箱评分(只在无法建立沙箱、且提交可信时使用)")
+        p.add_argument("--assignment", help="作业名（默认：全部）")
+    g = sub.add_parser("grade", help="一条命令评完一个班：收集、自动评分、反馈、导出 CSV、诚信报告")
+    g.add_argument("submissions", nargs="?", help="提交所在的文件夹（<学生>/<作业>/*.ipynb 或 <学生>/*.ipynb）"
+                   "或 nbgrader zip_collect 压缩包；省略时评 autograde/submitted/")
+    g.add_argument("--assignment", help="作业名（只有一个作业时可省略）")
+    g.add_argument("--jobs", type=_jobs, default=os.cpu_count() or 1, help="并行评分的进程数（默认：CPU 核数）")
+    g.add_argument("--student", action="append", help="只评这个学生（可重复）；用于重评一个人")
+    g.add_argument("--force", action="store_true", help="重评所有人，即使提交没有变化")
+    g.add_argument("--timeout", type=int, help="每个单元的超时秒数（默认按 nbgrader_config.py，30 秒）")
+    g.add_argument("--no-sandbox", action="store_true", help="不用沙箱评分（只在无法建立沙箱、且提交可信时使用）")
     sub.add_parser("export", help="重新导出 autograde/grades.csv 和 autograde/integrity.csv")
-    fb = sub.add_parser("feedback", help="按成绩册重写反馈 HTML(在 formgrader 里人工评分之后)")
-    fb.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
-    fb.add_argument("--student", action="append", help="只重写这个学生的反馈(可重复)")
-    nu = sub.add_parser("numbers", help="打印学生的个人数字(c.Variants.enabled 时 notebook 里显示的那些)")
-    nu.add_argument("students", nargs="+", help="学生编号(nbgrader 的 student id,即提交文件夹的名字)")
-    nu.add_argument("--assignment", help="作业名(只有一个作业时可省略)")
-    nb = sub.add_parser("nbgrader", help="在 autograde/ 里运行 nbgrader 原生命令(collect、zip_collect、list……),"
+    fb = sub.add_parser("feedback", help="按成绩册重写反馈 HTML（在 formgrader 里人工评分之后）")
+    fb.add_argument("--assignment", help="作业名（只有一个作业时可省略）")
+    fb.add_argument("--student", action="append", help="只重写这个学生的反馈（可重复）")
+    nu = sub.add_parser("numbers", help="打印学生的个人数字（c.Variants.enabled 时 notebook 里显示的那些）")
+    nu.add_argument("students", nargs="+", help="学生编号（nbgrader 的 student id，即提交文件夹的名字）")
+    nu.add_argument("--assignment", help="作业名（只有一个作业时可省略）")
+    nb = sub.add_parser("nbgrader", help="在 autograde/ 里运行 nbgrader 原生命令（collect、zip_collect、list……），"
                         "PATH 已包含本环境的工具")
-    nb.add_argument("nbgrader_args", nargs=argparse.REMAINDER, help="原样交给 nbgrader,例如 zip_collect lesson")
-    f = sub.add_parser("formgrader", help="在课程根目录启动 JupyterLab 和 formgrader,做人工评分")
-    f.add_argument("--port", type=int, help="端口(默认:JupyterLab 自己选一个空闲端口)")
+    nb.add_argument("nbgrader_args", nargs=argparse.REMAINDER, help="原样交给 nbgrader，例如 zip_collect lesson")
+    f = sub.add_parser("formgrader", help="在课程根目录启动 JupyterLab 和 formgrader，做人工评分")
+    f.add_argument("--port", type=int, help="端口（默认：JupyterLab 自己选一个空闲端口）")
     f.add_argument("--no-browser", action="store_true", help="不自动打开浏览器")
-    f.add_argument("lab_args", nargs=argparse.REMAINDER, help="其余参数原样交给 jupyter lab(写在 -- 之后)")
+    f.add_argument("lab_args", nargs=argparse.REMAINDER, help="其余参数原样交给 jupyter lab（写在 -- 之后）")
     args = parser.parse_args(argv)
     own_tools()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             from .runner import rewrite_feedback
 
             done = rewrite_feedback(course.root, args.assignment, args.student)
-            print(f"已按成绩册重写 {len(done)} 个学生的反馈:{course.feedback}")
+            print(f"已按成绩册重写 {len(done)} 个学生的反馈：{course.feedback}")
             return 0
         if args.command == "numbers":
             from .personal import numbers_text
@@ -157,17 +157,17 @@ def main(argv=None) -> int:
         stale = {a: stale_notebooks(course, a) for a in names}
         bad = {a: s for a, s in stale.items() if s}
         for a, s in bad.items():
-            print(f"exercises/{a} 已过期:{', '.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
+            print(f"exercises/{a} 已过期：{'、'.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
         return 1 if bad else 0
     except CourseError as exc:
-        print(f"错误:{exc}", file=sys.stderr)
+        print(f"错误：{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("已中断:成绩册保持运行前的状态;再次运行同一命令会接着完成。", file=sys.stderr)
+        print("已中断：成绩册保持运行前的状态；再次运行同一命令会接着完成。", file=sys.stderr)
         return 130
     except Exception as exc:  # anything else: one line here, the traceback in a log file
         log = _log_failure(course.root if course else None)
-        print(f"错误:{args.command} 没有完成({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else '无说明'})。"
+        print(f"错误：{args.command} 没有完成（{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else '无说明'}）。"
               f"详情见 {log}", file=sys.stderr)
         return 1
 

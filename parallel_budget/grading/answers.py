@@ -176,7 +176,7 @@ def read_answer(name: str, value, kind: str | None = None):
 def _suffix_message(message: str, name: str, spec) -> str:
     """The parser's message, retold for an answer variable: a bare number is in the name's unit, not SI."""
     message = message.replace(f"参数 {name}", f"变量 {name}", 1)
-    message = re.sub(r"也可给纯数字[,，]按 [^。]*? 理解", f"也可给纯数字，按变量名后缀的 {spec[1]} 理解", message)
+    message = re.sub(r"也可给纯数字[\x2c，]按 [^。]*? 理解", f"也可给纯数字，按变量名后缀的 {spec[1]} 理解", message)
     return _full_width(message)
 
 

@@ -39,7 +39,7 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):
         # IPython shows these lines instead of a traceback: the feedback, not the package's frames.
-        return [f"\x1b[0;31m✘ 检查未通过\x1b[0m:{line}" if i == 0 else line
+        return [f"\x1b[0;31m✘ 检查未通过\x1b[0m：{line}" if i == 0 else line
                 for i, line in enumerate(str(self).split("\n"))]
 
 
@@ -180,6 +180,6 @@ def practice(name: str):
     except NameError as exc:
         _print(f"{PRACTICE_FAIL}（{name}）：还没有定义 {exc.name}。先运行上面的答题单元。")
     except Exception as exc:  # the student's own function failed inside a check
-        _print(f"{PRACTICE_FAIL}（{name}）：检查时你的代码抛出了 {type(exc).__name__}: {exc}")
+        _print(f"{PRACTICE_FAIL}（{name}）：检查时你的代码抛出了 {type(exc).__name__}：{exc}")
     finally:
         _state["practice"] = previous

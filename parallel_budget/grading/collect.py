@@ -29,7 +29,7 @@ def digest_folder(folder: Path) -> str:
 
 def check_student(student: str, where) -> str:
     if not STUDENT_ID.match(student):
-        raise CourseError(f"学生编号 {student!r}(来自 {where})不合法:只能用字母、数字和 . @ -,且以字母或数字开头。")
+        raise CourseError(f"学生编号 {student!r}（来自 {where}）不合法：只能用字母、数字和 . @ -，且以字母或数字开头。")
     return student
 
 
@@ -80,7 +80,7 @@ def collect(course: Course, source, assignment: str) -> list[str]:
                     if (student_dir / "timestamp.txt").is_file() and not (dest / "timestamp.txt").exists():
                         shutil.copy(student_dir / "timestamp.txt", dest / "timestamp.txt")
             elif not source.exists():
-                raise CourseError(f"找不到提交:{source}。请给一个文件夹(<学生>/<作业>/*.ipynb)或 zip 压缩包。")
+                raise CourseError(f"找不到提交：{source}。请给一个文件夹（<学生>/<作业>/*.ipynb）或 zip 压缩包。")
             elif source != course.submitted.resolve():
                 raise CourseError(f"{source} 既不是文件夹也不是 .zip 压缩包。")
             for student_dir in sorted(incoming.iterdir()):

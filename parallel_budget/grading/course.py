@@ -30,7 +30,7 @@ def find_root(start=None) -> Path:
     package_root = Path(__file__).resolve().parents[2]
     if (package_root / CONFIG).is_file():
         return package_root
-    raise CourseError(f"在 {here} 及其上级目录里找不到 {CONFIG};请在课程仓库里运行,或用 --root 指定仓库根目录。")
+    raise CourseError(f"在 {here} 及其上级目录里找不到 {CONFIG}；请在课程仓库里运行，或用 --root 指定仓库根目录。")
 
 
 class Course:
@@ -39,7 +39,7 @@ class Course:
     def __init__(self, root=None):
         self.root = find_root(root) if root is None else Path(root).resolve()
         if not (self.root / CONFIG).is_file():
-            raise CourseError(f"{self.root} 不是课程仓库:缺少 {CONFIG}。")
+            raise CourseError(f"{self.root} 不是课程仓库：缺少 {CONFIG}。")
         self.autograde = self.root / "autograde"
         self.config_file = self.root / CONFIG
         self.source = self.root / "solutions"
@@ -58,7 +58,7 @@ class Course:
     def notebooks(self, assignment: str) -> list[str]:
         folder = self.source / assignment
         if not folder.is_dir():
-            raise CourseError(f"没有作业 {assignment!r}:{folder} 不存在。可用:{', '.join(self.assignments())}")
+            raise CourseError(f"没有作业 {assignment!r}：{folder} 不存在。可用：{'、'.join(self.assignments())}")
         return sorted(p.stem for p in folder.glob("*.ipynb"))
 
     def source_digest(self, assignment: str) -> str:

@@ -33,28 +33,28 @@ KERNEL_DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
 
 TRICKS = {
-    "invalid_notebook": "提交的文件不是有效的 notebook(JSON 损坏或格式不对),整本记 0 分",
-    "grading_failed": "评分这本 notebook 时出错,整本记 0 分",
-    "missing_notebook": "没有提交这本 notebook,记 0 分",
-    "deleted_test_cell": "删除了测试单元;对应的分数记 0",
-    "edited_test_cell": "修改了测试单元;nbgrader 已按源文件恢复并重新评分",
-    "duplicated_test_cell": "复制了测试单元(grade_id 重复);nbgrader 只保留第一个",
-    "skip_tests": "改写 IPython 的输入变换或事件钩子,可能让测试单元不执行",
+    "invalid_notebook": "提交的文件不是有效的 notebook（JSON 损坏或格式不对），整本记 0 分",
+    "grading_failed": "评分这本 notebook 时出错，整本记 0 分",
+    "missing_notebook": "没有提交这本 notebook，记 0 分",
+    "deleted_test_cell": "删除了测试单元；对应的分数记 0",
+    "edited_test_cell": "修改了测试单元；nbgrader 已按源文件恢复并重新评分",
+    "duplicated_test_cell": "复制了测试单元（grade_id 重复）；nbgrader 只保留第一个",
+    "skip_tests": "改写 IPython 的输入变换或事件钩子，可能让测试单元不执行",
     "rebind_builtins": "改写了 Python 内置函数或异常",
     "rebind_checker": "改动了评分检查工具 parallel_budget.grading",
-    "read_files": "在代码里读取磁盘文件或目录(可能在找隐藏测试或评分数据库)",
+    "read_files": "在代码里读取磁盘文件或目录（可能在找隐藏测试或评分数据库）",
     "kill_kernel": "调用了结束进程/内核的函数",
-    "lying_object": "定义了改写比较或类型转换的类(__eq__、__float__ 等)",
-    "dynamic_code": "动态执行代码(exec/eval/compile/__import__),静态检查看不到内容",
-    "no_receipt": "测试单元被记为通过,却没有检查工具的回执:检查没有真正运行,该单元改记 0 分",
-    "timeout": "单元运行超时(可能是死循环),该单元记 0 分",
-    "kernel_died": "内核在运行中退出,该单元记 0 分,其余单元在新内核中继续评分",
-    "huge_output": "输出过长,已截断",
-    "resource_limit": "单元撞上了沙箱的资源上限(内存、进程数、磁盘空间),该单元记 0 分",
-    "spawn_processes": "启动了子进程(fork、subprocess、multiprocessing、os.system)",
-    "network": "尝试联网或监听端口(评分沙箱里没有网络)",
-    "possible_copying": "个人数字版:答案对自己的数字不对,却等于另一位同学的数字的正确答案(可能抄袭;只是线索),该题照常记 0 分",
-    "unsandboxed": "本次评分用了 --no-sandbox:学生代码没有隔离运行,成绩和其他学生的数据都可能被它改动",
+    "lying_object": "定义了改写比较或类型转换的类（__eq__、__float__ 等）",
+    "dynamic_code": "动态执行代码（exec/eval/compile/__import__），静态检查看不到内容",
+    "no_receipt": "测试单元被记为通过，却没有检查工具的回执：检查没有真正运行，该单元改记 0 分",
+    "timeout": "单元运行超时（可能是死循环），该单元记 0 分",
+    "kernel_died": "内核在运行中退出，该单元记 0 分，其余单元在新内核中继续评分",
+    "huge_output": "输出过长，已截断",
+    "resource_limit": "单元撞上了沙箱的资源上限（内存、进程数、磁盘空间），该单元记 0 分",
+    "spawn_processes": "启动了子进程（fork、subprocess、multiprocessing、os.system）",
+    "network": "尝试联网或监听端口（评分沙箱里没有网络）",
+    "possible_copying": "个人数字版：答案对自己的数字不对，却等于另一位同学的数字的正确答案（可能抄袭；只是线索），该题照常记 0 分",
+    "unsandboxed": "本次评分用了 --no-sandbox：学生代码没有隔离运行，成绩和其他学生的数据都可能被它改动",
 }
 
 _BUILTIN_NAMES = {
@@ -309,6 +309,6 @@ def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
             if out.get("ename") == "MemoryError" or any(
                     text in str(out.get("evalue", "")) for text in ("No space left", "Resource temporarily unavailable")):
                 found.append(Finding(student, notebook, where, "resource_limit", str(out.get("ename"))))
-        if "输出过长,已截断" in _stdout(cell):
+        if "输出过长，已截断" in _stdout(cell):
             found.append(Finding(student, notebook, where, "huge_output"))
     return found

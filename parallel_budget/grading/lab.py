@@ -28,7 +28,7 @@ from traitlets import Bool, Unicode
 from .feedback import TEMPLATES, mathjax_source
 
 BEGIN, END = "BEGIN MARK SCHEME", "END MARK SCHEME"
-LABEL = "**评分标准**(来自 `solutions/`,只在 formgrader 里显示,学生看不到)"
+LABEL = "**评分标准**（来自 `solutions/`，只在 formgrader 里显示，学生看不到）"
 
 
 def mark_schemes(source_notebook: Path) -> dict:

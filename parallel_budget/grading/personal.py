@@ -37,7 +37,7 @@ ID_TAG, SHOW_TAG = "variant-id", "variant-show"
 RECORDED: list = []  # possible copies found by the Swaps of this grading process (read and cleared by .shard)
 TRICK = "possible_copying"
 NOTE = (
-    "**每位同学的数字不同。** 这一版作业里，每道计算题的数字由你的学生编号按固定规则算出，评分也按这些数字。"
+    "**每位同学的数字不同**。这一版作业里，每道计算题的数字由你的学生编号按固定规则算出，评分也按这些数字。"
     "先运行下面的“你的编号”单元：在 JupyterHub 上它自动读取你的登录名；在自己的电脑上，请把你提交作业用的编号"
     "填进 `MY_STUDENT_ID` 的引号里再运行。之后每个部分的题目下面都有一个“你的数字”单元，运行它就能看到你的数字；"
     "正文里写的数字是书中的例子。练习自测也按你的数字检查。"
@@ -181,12 +181,12 @@ def numbers_text(course, students, assignment=None) -> str:
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业,可用:{', '.join(assignments)}")
-    state = "已打开" if enabled(cfg) else "没有打开(c.Variants.enabled = False,发布和评分都用书中的数字)"
-    lines = [f"个人数字:{state};课程 {course_id(cfg)!r},作业 {assignment}。"]
+        raise CourseError(f"请用 --assignment 指定作业，可用：{'、'.join(assignments)}")
+    state = "已打开" if enabled(cfg) else "没有打开（c.Variants.enabled = False，发布和评分都用书中的数字）"
+    lines = [f"个人数字：{state}；课程 {course_id(cfg)!r}，作业 {assignment}。"]
     for student in students:
         if not variants._ID.match(student):
-            raise CourseError(f"学生编号 {student!r} 不合规:不能含空格、/ 或 \\。")
+            raise CourseError(f"学生编号 {student!r} 不合规：不能含空格、/ 或 \\。")
         lines.append(f"\n== {student} ==")
         for nb in course.notebooks(assignment):
             for scenario in variants.SCENARIOS.get(nb, ()):

@@ -93,7 +93,7 @@ class ResilientExecute(Execute):
             if used <= self.max_output_chars:
                 self._output_chars[id(outs)] = self.max_output_chars + 1
                 outs.append(NotebookNode(output_type="stream", name="stdout",
-                                         text=f"\n... 输出过长,已截断(超过 {self.max_output_chars} 个字符的部分没有保存) ...\n"))
+                                         text=f"\n... 输出过长，已截断（超过 {self.max_output_chars} 个字符的部分没有保存）...\n"))
             return None
         self._output_chars[id(outs)] = used + size
         return super().output(outs, msg, display_id, cell_index)
@@ -128,11 +128,11 @@ class ResilientExecute(Execute):
                     raise
                 restarts += 1
                 if isinstance(exc, CellTimeoutError):  # it ran past the time limit, then stopped answering
-                    ename, what = TIMED_OUT, ("单元运行超时,中断后内核也没有在时限内回应(例如死循环或停不下来的输出);"
-                                              "本单元记 0 分,其后的单元在新内核中继续评分。")
+                    ename, what = TIMED_OUT, ("单元运行超时，中断后内核也没有在时限内回应（例如死循环或停不下来的输出）；"
+                                              "本单元记 0 分，其后的单元在新内核中继续评分。")
                 else:
-                    ename, what = KERNEL_DIED, ("内核在运行这个单元时退出或失去响应(例如调用了 os._exit 或陷入无法中断的循环);"
-                                                "本单元记 0 分,其后的单元在新内核中继续评分。")
+                    ename, what = KERNEL_DIED, ("内核在运行这个单元时退出或失去响应（例如调用了 os._exit 或陷入无法中断的循环）；"
+                                                "本单元记 0 分，其后的单元在新内核中继续评分。")
                 broken.add(current)
                 if current >= start:
                     cells[current].outputs = [_error_output(ename, what)]
@@ -142,7 +142,7 @@ class ResilientExecute(Execute):
                 if restarts > self.max_kernel_restarts:
                     for cell in cells[start:]:
                         if cell.cell_type == "code":
-                            cell.outputs = [_error_output(KERNEL_DIED, "内核反复退出,后面的单元没有运行。")]
+                            cell.outputs = [_error_output(KERNEL_DIED, "内核反复退出，后面的单元没有运行。")]
                             cell.execution_count = None
                     break
         self.set_widgets_metadata()
@@ -214,7 +214,7 @@ class LimitOutputSize(NbGraderPreprocessor):
     def _cut(self, text: str) -> str:
         if len(text) <= self.max_chars:
             return text
-        return text[: self.max_chars] + f"\n... 输出过长,已截断(共 {len(text)} 个字符) ...\n"
+        return text[: self.max_chars] + f"\n... 输出过长，已截断（共 {len(text)} 个字符）...\n"
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type != "code":

@@ -22,7 +22,7 @@ from traitlets import Bool, Unicode
 
 PATH = re.compile(r"(?<![\w/.:])(?:/[\w.@+-]+){2,}")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-HIDDEN_NOTE = "# (这里还有隐藏测试,评分时运行,不显示)"
+HIDDEN_NOTE = "#（这里还有隐藏测试，评分时运行，不显示）"
 
 
 def scrub(text: str) -> str:

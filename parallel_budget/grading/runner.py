@@ -65,8 +65,8 @@ from .shard import grade_student, worker_init
 
 __all__ = ["collect", "export", "grade", "merge"]
 log = logging.getLogger("parallel_budget.grading")
-UNSANDBOXED = ("!!!!!!!! 警告:--no-sandbox,本次评分没有沙箱隔离。学生代码以评分者身份运行,能读写评分者能读写的一切"
-               "(包括成绩册和其他学生的提交)、能联网。只在可信的提交上这样做。诚信报告里每个学生都有一行 unsandboxed。 !!!!!!!!")
+UNSANDBOXED = ("!!!!!!!! 警告：--no-sandbox，本次评分没有沙箱隔离。学生代码以评分者身份运行，能读写评分者能读写的一切"
+               "（包括成绩册和其他学生的提交）、能联网。只在可信的提交上这样做。诚信报告里每个学生都有一行 unsandboxed。 !!!!!!!!")
 
 
 @contextlib.contextmanager
@@ -77,7 +77,7 @@ def _locked(course: Course):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
-        raise CourseError("另一个评分命令正在运行(autograde/.work/lock 被占用);请等它结束再运行。") from None
+        raise CourseError("另一个评分命令正在运行（autograde/.work/lock 被占用）；请等它结束再运行。") from None
     try:
         yield
     finally:
@@ -119,7 +119,7 @@ def _finish_pending(course: Course) -> bool:
     journal = json.loads(path.read_text(encoding="utf-8"))
     report = finished_run(course.gradebook, journal.get("run", ""))
     if report is not None:
-        log.warning("上次评分在写入成绩册之后中断,现在补完反馈文件和导出。")
+        log.warning("上次评分在写入成绩册之后中断，现在补完反馈文件和导出。")
         _place_and_finish(course, journal, report)
         return True
     path.unlink()  # the merge never committed: the gradebook is as it was, shards are reused
@@ -197,12 +197,12 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     """
     started = time.monotonic()
     if sandbox and (why := sandbox_unavailable()):
-        raise CourseError("无法建立评分沙箱,拒绝评分:" + why)
+        raise CourseError("无法建立评分沙箱，拒绝评分：" + why)
     course = Course(root)
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业,可用:{', '.join(assignments)}")
+        raise CourseError(f"请用 --assignment 指定作业，可用：{'、'.join(assignments)}")
     jobs = jobs or os.cpu_count() or 1
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     with _locked(course):
@@ -211,7 +211,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         if students:
             missing = sorted(set(students) - set(found))
             if missing:
-                raise CourseError(f"autograde/submitted 里没有这些学生的提交:{', '.join(missing)}")
+                raise CourseError(f"autograde/submitted 里没有这些学生的提交：{'、'.join(missing)}")
         key, base = prepare_base(course, assignment)
         source = course.source_digest(assignment)
         before = graded_digests(course, assignment)
@@ -244,11 +244,11 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                               marks=task_marks(course, student, assignment), peers=peers))
         if not sandbox:
             say(UNSANDBOXED)
-        skipped = f"{unchanged} 份与上次评分时相同,跳过" if unchanged else ""
+        skipped = f"{unchanged} 份与上次评分时相同，跳过" if unchanged else ""
         if not_selected:
-            skipped += ("," if skipped else "") + f"{not_selected} 份不在 --student 之列,未动"
-        say(f"评分 {assignment}:{len(found)} 份提交,{len(tasks)} 份待评分,{len(reused)} 份沿用上次中断前的结果"
-            f"{(',' + skipped) if skipped else ''};{jobs} 个并行进程。")
+            skipped += ("," if skipped else "") + f"{not_selected} 份不在 --student 之列，未动"
+        say(f"评分 {assignment}：{len(found)} 份提交，{len(tasks)} 份待评分，{len(reused)} 份沿用上次中断前的结果"
+            f"{(',' + skipped) if skipped else ''}；{jobs} 个并行进程。")
 
         logs = course.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -258,8 +258,8 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                 path = logs / f"{res['student']}.log"
                 path.write_text("\n".join(res["errors"]), encoding="utf-8")
                 last = next((line for line in reversed("\n".join(res["errors"]).splitlines()) if line.strip()), "")
-                say(f"  ✗ {res['student']}:评分失败(其他学生不受影响):{last.strip()[:200]}"
-                    f"(详情见 {path.relative_to(course.root)})")
+                say(f"  ✗ {res['student']}：评分失败（其他学生不受影响）：{last.strip()[:200]}"
+                    f"（详情见 {path.relative_to(course.root)}）")
         results = _run_pool(tasks, jobs, report, logs) + reused
         ok = sorted((r for r in results if r["ok"]), key=lambda r: r["student"])
         failed = sorted(r["student"] for r in results if not r["ok"])
@@ -286,14 +286,14 @@ def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
     if assignment not in assignments:
-        raise CourseError(f"请用 --assignment 指定作业,可用:{', '.join(assignments)}")
+        raise CourseError(f"请用 --assignment 指定作业，可用：{'、'.join(assignments)}")
     done = []
     with _locked(course):
         install_mathjax(course.feedback)
         graded = sorted(p.parent.name for p in course.autograded.glob(f"*/{assignment}") if p.is_dir())
         for student in students or graded:
             if student not in graded:
-                raise CourseError(f"{student} 还没有评过分(autograde/autograded/{student}/{assignment} 不存在)。")
+                raise CourseError(f"{student} 还没有评过分（autograde/autograded/{student}/{assignment} 不存在）。")
             course_feedback(course, student, assignment)
             done.append(student)
     return done
@@ -302,20 +302,20 @@ def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
 def summary_text(course: Course, summary: dict) -> str:
     """The closing lines of a grade run, in Chinese."""
     failed, kernels = summary["failed"], summary["kernels"]
-    lines = [f"完成:评分 {len(summary['graded'])} 人,失败 {len(failed)} 人"
-             f"{('(' + ', '.join(failed) + ';日志在 autograde/.work/logs/)') if failed else ''},"
-             f"用时 {summary['seconds']} s(内核:{kernels['forked']} 个从预热进程 fork,{kernels['fresh']} 个全新启动)。"]
+    lines = [f"完成：评分 {len(summary['graded'])} 人，失败 {len(failed)} 人"
+             f"{('（' + '、'.join(failed) + '；日志在 autograde/.work/logs/）') if failed else ''}，"
+             f"用时 {summary['seconds']} s（内核：{kernels['forked']} 个从预热进程 fork，{kernels['fresh']} 个全新启动）。"]
     if summary["flagged"]:
-        lines.append(f"已在 formgrader 里标记(Flagged){len(summary['flagged'])} 本,诚信报告里有原因:"
+        lines.append(f"已在 formgrader 里标记（Flagged）{len(summary['flagged'])} 本，诚信报告里有原因："
                      + "、".join(f"{s} {nb}" for s, nb in summary["flagged"]))
     if summary["regrade"]:
-        lines.append("需要重新人工评分(答案改过,原来的人工分和评语已清除):"
+        lines.append("需要重新人工评分（答案改过，原来的人工分和评语已清除）："
                      + "、".join(f"{s} {nb}/{cell}" for s, nb, cell in summary["regrade"]))
     if summary.get("offenders"):
-        lines.append("诚信报告里有记录的学生(其余学生不受影响):"
-                     + ";".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
-    lines.append(f"成绩:{course.grades_csv.relative_to(course.root)};"
-                 f"诚信报告:{course.integrity_csv.relative_to(course.root)};反馈:{course.feedback.relative_to(course.root)}/")
+        lines.append("诚信报告里有记录的学生（其余学生不受影响）："
+                     + "；".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
+    lines.append(f"成绩：{course.grades_csv.relative_to(course.root)}；"
+                 f"诚信报告：{course.integrity_csv.relative_to(course.root)}；反馈：{course.feedback.relative_to(course.root)}/")
     if not summary.get("sandbox", True):
         lines.append(UNSANDBOXED)
     return "\n".join(lines)

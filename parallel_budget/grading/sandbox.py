@@ -50,9 +50,9 @@ ENV = {  # set for the fork server and every kernel, over the grader's environme
 }
 UID_BASE = 1_000_000
 HOW_TO_ENABLE = (
-    "请安装 bubblewrap(Debian/Ubuntu:sudo apt-get install bubblewrap;或运行 scripts/setup.sh),"
-    "并允许非特权用户命名空间(sudo sysctl -w kernel.unprivileged_userns_clone=1 或 user.max_user_namespaces=10000);"
-    "容器里需要允许 unshare/clone 命名空间。实在不能隔离时可以加 --no-sandbox(不隔离地评分,会在摘要和报告里醒目标出)。"
+    "请安装 bubblewrap（Debian/Ubuntu：sudo apt-get install bubblewrap；或运行 scripts/setup.sh），"
+    "并允许非特权用户命名空间（sudo sysctl -w kernel.unprivileged_userns_clone=1 或 user.max_user_namespaces=10000）；"
+    "容器里需要允许 unshare/clone 命名空间。实在不能隔离时可以加 --no-sandbox（不隔离地评分，会在摘要和报告里醒目标出）。"
 )
 
 
@@ -186,7 +186,7 @@ def child_pid(info: bytes) -> int | None:
 def unavailable() -> str | None:
     """None when a sandbox works here; else a Chinese sentence saying why and how to enable one."""
     if not sys.platform.startswith("linux"):
-        return f"沙箱需要 Linux(bubblewrap),这台机器是 {sys.platform}。" + HOW_TO_ENABLE
+        return f"沙箱需要 Linux(bubblewrap)，这台机器是 {sys.platform}。" + HOW_TO_ENABLE
     if bwrap() is None:
         return "找不到 bwrap(bubblewrap)。" + HOW_TO_ENABLE
     probe = [sys.executable, "-c", "import socket\ntry:\n socket.create_connection(('127.0.0.1', 9), 0.5)\n"
@@ -194,8 +194,8 @@ def unavailable() -> str | None:
     try:
         done = subprocess.run(command(probe, Limits()), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap 无法运行({exc})。" + HOW_TO_ENABLE
+        return f"bwrap 无法运行（{exc}）。" + HOW_TO_ENABLE
     if done.returncode != 0:
         why = (done.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or [f"退出码 {done.returncode}"]
-        return f"bwrap 无法建立沙箱({why[0]})。" + HOW_TO_ENABLE
+        return f"bwrap 无法建立沙箱（{why[0]}）。" + HOW_TO_ENABLE
     return None

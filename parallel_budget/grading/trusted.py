@@ -116,12 +116,12 @@ def run(source: str, values: dict, names, function_host=None, swap=None) -> list
     except AssertionError as exc:
         outputs.append(_error(str(exc)))
     except NameError as exc:
-        outputs.append(_error(f"变量 {exc.name if getattr(exc, 'name', None) else exc} 没有定义:"
-                              "请先运行定义它的单元,并保持题目要求的变量名。"))
+        outputs.append(_error(f"变量 {exc.name if getattr(exc, 'name', None) else exc} 没有定义："
+                              "请先运行定义它的单元，并保持题目要求的变量名。"))
     except FunctionFailed as exc:
         outputs.append(_error(str(exc)))
     except Exception as exc:  # e.g. a student's value of a type the check cannot use
-        outputs.append(_error(f"检查无法使用你的答案({type(exc).__name__}):请按题目要求的类型作答。"))
+        outputs.append(_error(f"检查无法使用你的答案（{type(exc).__name__}）：请按题目要求的类型作答。"))
     if out.getvalue():
         outputs.insert(0, NotebookNode(output_type="stream", name="stdout", text=out.getvalue()))
     return outputs
@@ -139,7 +139,7 @@ class FunctionAnswer:
 
     def __call__(self, *args):
         if self._host is None:
-            raise FunctionFailed(f"无法调用 {self._name}:函数答案需要沙箱。")
+            raise FunctionFailed(f"无法调用 {self._name}：函数答案需要沙箱。")
         return self._host.call(self._name, list(args))
 
 
@@ -169,11 +169,11 @@ class FunctionHost:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._sock], [], [], left)[0]:
                 self.close()
-                raise FunctionFailed(f"函数运行超过 {self._timeout:.0f} 秒,判为失败。")
+                raise FunctionFailed(f"函数运行超过 {self._timeout:.0f} 秒，判为失败。")
             data = self._sock.recv(plain.MAX_JSON)
             if not data:
                 self.close()
-                raise FunctionFailed("运行函数的进程意外退出(例如调用了 os._exit 或用尽了资源)。")
+                raise FunctionFailed("运行函数的进程意外退出（例如调用了 os._exit 或用尽了资源）。")
             return json.loads(data)
 
     def call(self, name: str, args: list):
@@ -183,10 +183,10 @@ class FunctionHost:
         try:
             reply = self._receive()
         except (ValueError, OSError) as exc:
-            raise FunctionFailed(f"无法读取 {name} 的结果({type(exc).__name__})。") from None
+            raise FunctionFailed(f"无法读取 {name} 的结果（{type(exc).__name__}）。") from None
         if not isinstance(reply, dict) or "error" in reply or "result" not in reply:
             why = reply.get("error") if isinstance(reply, dict) else None
-            raise FunctionFailed(f"调用 {name} 时出错:{str(why)[:300] if why else '没有结果'}。")
+            raise FunctionFailed(f"调用 {name} 时出错：{str(why)[:300] if why else '没有结果'}。")
         try:
             return plain.decode(reply["result"])
         except (ValueError, RecursionError):

@@ -28,7 +28,7 @@ from .cli import main
 from .runtime import Option
 
 NAME = "checkpoint"
-TITLE = "实验 8:分片 checkpoint:崩溃留下混合步数,加载器拒绝,并从共同的最新步恢复"
+TITLE = "实验 8：分片 checkpoint：崩溃留下混合步数，加载器拒绝，并从共同的最新步恢复"
 OPTIONS = {
     "steps": Option(4, "训练总步数", minimum=2, maximum=100),
     "crash_step": Option(3, "在这一步写分片时最后一个 rank 崩溃", minimum=2, maximum=100),
@@ -91,11 +91,11 @@ def check_same_step(chosen: dict, directory, world_size: int) -> int:
     steps = set(chosen.values())
     if len(steps) == 1 and None not in steps:
         return steps.pop()
-    listing = ",".join(f"rank {r} 是第 {s} 步" if s is not None else f"rank {r} 没有分片" for r, s in chosen.items())
+    listing = "，".join(f"rank {r} 是第 {s} 步" if s is not None else f"rank {r} 没有分片" for r, s in chosen.items())
     good = latest_complete_step(directory, world_size)
-    hint = (f"所有分片都齐全的最新一步是第 {good} 步:用 latest_complete_step() 找到它,各 rank 都从这一步恢复。"
-            if good is not None else "没有哪一步的分片是齐全的,只能从头训练。")
-    raise MixedCheckpointError(f"拒绝加载:这些分片来自不同的训练步({listing})。混用会让各 rank 的状态互相矛盾。{hint}")
+    hint = (f"所有分片都齐全的最新一步是第 {good} 步：用 latest_complete_step() 找到它，各 rank 都从这一步恢复。"
+            if good is not None else "没有哪一步的分片是齐全的，只能从头训练。")
+    raise MixedCheckpointError(f"拒绝加载：这些分片来自不同的训练步（{listing}）。混用会让各 rank 的状态互相矛盾。{hint}")
 
 
 def load_shard(directory, step: int, rank: int, world_size: int):
@@ -104,11 +104,11 @@ def load_shard(directory, step: int, rank: int, world_size: int):
 
     path = shard_path(directory, step, rank)
     if not path.exists():
-        raise MixedCheckpointError(f"第 {step} 步缺少 rank {rank} 的分片({path.name}),不能从这一步恢复。")
+        raise MixedCheckpointError(f"第 {step} 步缺少 rank {rank} 的分片（{path.name}），不能从这一步恢复。")
     data = torch.load(path)
     if (data["step"], data["rank"], data["world_size"]) != (step, rank, world_size):
         raise MixedCheckpointError(
-            f"分片 {path.name} 里记录的是第 {data['step']} 步、rank {data['rank']}、{data['world_size']} 个 rank,"
+            f"分片 {path.name} 里记录的是第 {data['step']} 步、rank {data['rank']}、{data['world_size']} 个 rank，"
             f"与要加载的第 {step} 步、rank {rank}、{world_size} 个 rank 不符。"
         )
     return data["shard"]
@@ -117,7 +117,7 @@ def load_shard(directory, step: int, rank: int, world_size: int):
 def validate(opts, ranks: int) -> None:
     if opts["crash_step"] > opts["steps"]:
         raise ValueError(
-            f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。例如 steps=4, crash_step=3"
+            f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。例如 steps=4，crash_step=3"
         )
 
 
@@ -203,17 +203,17 @@ def summarize(results, opts, ranks) -> Report:
     resume = results[0]["resume"]
     restored = max(r["restored_diff"] for r in results)
     final = max(r["final_diff"] for r in results)
-    mixed = ",".join(f"rank {r}: 第 {s} 步" for r, s in naive.items())
+    mixed = "，".join(f"rank {r}：第 {s} 步" for r, s in naive.items())
     others = "rank 0" if ranks == 2 else f"rank 0..{ranks - 2}"
     expect_refuse = ranks > 1
     rows = (
-        Row("崩溃后磁盘上的分片", (f"{others} 有第 {crash} 步,rank {ranks - 1} 只到第 {crash - 1} 步" if expect_refuse
+        Row("崩溃后磁盘上的分片", (f"{others} 有第 {crash} 步，rank {ranks - 1} 只到第 {crash - 1} 步" if expect_refuse
                                else f"rank 0 只到第 {crash - 1} 步"),
-            f"各 rank 最新:{mixed};残留临时文件 {', '.join(results[0]['tmp_files']) or '无'}",
+            f"各 rank 最新：{mixed}；残留临时文件 {'、'.join(results[0]['tmp_files']) or '无'}",
             "步数混在一起", None),
-        Row("“各取自己最新的文件”", "加载器拒绝,并指出共同的最新步" if expect_refuse else "只有 1 个 rank,不会混合",
+        Row("“各取自己最新的文件”", "加载器拒绝，并指出共同的最新步" if expect_refuse else "只有 1 个 rank，不会混合",
             refused or "没有拒绝", "拒绝了" if refused else "没有拒绝", bool(refused) == expect_refuse),
-        Row("从哪一步恢复", f"第 {crash - 1} 步(所有分片都有的最新一步)", f"第 {resume} 步",
+        Row("从哪一步恢复", f"第 {crash - 1} 步（所有分片都有的最新一步）", f"第 {resume} 步",
             "一致" if resume == crash - 1 else "不一致", resume == crash - 1),
         Row("恢复出的分片 vs 当时保存的状态", "完全相同", f"最大绝对差 {fmt_diff(restored)}",
             "一致" if restored == 0 else "不一致", restored == 0),
@@ -221,10 +221,10 @@ def summarize(results, opts, ranks) -> Report:
             "一致" if final == 0 else "不一致", final == 0),
     )
     notes = (
-        f"{ranks} 个 rank,每个 rank 保存参数的一个分片;第 {crash} 步写分片时 rank {ranks - 1} 崩溃(只留下 .tmp)。",
-        "分片先写临时文件再改名,所以崩溃不会留下“看起来完整”的坏文件;但不同 rank 的最新文件仍可能属于不同的步。",
-        "完整的 checkpoint 要求所有分片属于同一步;恢复时所有 rank 必须一起退回到这一步,再重新训练之后的步。",
-        "分片写在本次运行的日志目录下(checkpoint/crashed);运行成功后目录会被删除,run_lab(..., keep_logs=True) 可保留。",
+        f"{ranks} 个 rank，每个 rank 保存参数的一个分片；第 {crash} 步写分片时 rank {ranks - 1} 崩溃（只留下 .tmp）。",
+        "分片先写临时文件再改名，所以崩溃不会留下“看起来完整”的坏文件；但不同 rank 的最新文件仍可能属于不同的步。",
+        "完整的 checkpoint 要求所有分片属于同一步；恢复时所有 rank 必须一起退回到这一步，再重新训练之后的步。",
+        "分片写在本次运行的日志目录下（checkpoint/crashed）；运行成功后目录会被删除，run_lab(..., keep_logs=True) 可保留。",
     )
     facts = {"naive": naive, "refused": refused, "resume": resume, "restored_diff": restored, "final_diff": final}
     return Report(TITLE, rows, notes, facts)

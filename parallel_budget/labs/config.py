@@ -16,17 +16,17 @@ from .runtime import validate_options
 
 # name -> what the student sees it for
 LABS = {
-    "two_rank_update": "两个 rank 的一次 DDP 更新等于单进程更新(以及三个常见错误)",
-    "ring_allreduce": "用 send/recv 手写 ring all-reduce:结果、每 rank 发送字节、时间下界",
-    "overlap": "DDP 的 bucket_cap_mb 与计算/通信重叠:隐藏与暴露的通信",
-    "zero_state": "ZeroRedundancyOptimizer 与普通 Adam:每 rank 优化器状态字节",
-    "tp_pp": "列并行/行并行线性层等于完整矩阵乘;两阶段流水线的空闲与气泡公式",
-    "late_rank": "一个 rank 晚到:其他 rank 在集体通信里等多久,归因给谁",
-    "hang": "四种挂起:跳过、顺序不同、提前退出、数据先用完;检测与修复",
-    "checkpoint": "分片 checkpoint:混合步数被拒绝,从所有分片共有的最新步恢复",
+    "two_rank_update": "两个 rank 的一次 DDP 更新等于单进程更新（以及三个常见错误）",
+    "ring_allreduce": "用 send/recv 手写 ring all-reduce：结果、每 rank 发送字节、时间下界",
+    "overlap": "DDP 的 bucket_cap_mb 与计算/通信重叠：隐藏与暴露的通信",
+    "zero_state": "ZeroRedundancyOptimizer 与普通 Adam：每 rank 优化器状态字节",
+    "tp_pp": "列并行/行并行线性层等于完整矩阵乘；两阶段流水线的空闲与气泡公式",
+    "late_rank": "一个 rank 晚到：其他 rank 在集合通信里等多久，归因给谁",
+    "hang": "四种挂起：跳过、顺序不同、提前退出、数据先用完；检测与修复",
+    "checkpoint": "分片 checkpoint：混合步数被拒绝，从所有分片共有的最新步恢复",
 }
 # The benchmark's floor: two processes that import torch, join a gloo group, exit.
-EXTRA = {"floor": "基准:导入 torch、加入 gloo 进程组、退出"}
+EXTRA = {"floor": "基准：导入 torch、加入 gloo 进程组、退出"}
 
 MAX_RANKS = 8
 MAX_TIMEOUT = 3600.0
@@ -59,27 +59,27 @@ class LaunchConfig:
         known = {**LABS, **EXTRA}
         if not isinstance(self.lab, str) or self.lab not in known:
             raise ValueError(
-                f"LaunchConfig 的字段 lab 不认识 {self.lab!r}。可用的实验:{', '.join(LABS)}。"
+                f"LaunchConfig 的字段 lab 不认识 {self.lab!r}。可用的实验：{'、'.join(LABS)}。"
                 '例如 run_lab("two_rank_update", ranks=2)'
             )
         module = lab_module(self.lab)
         r = getattr(module, "DEFAULT_RANKS", 2) if self.ranks is None else self.ranks
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 1 <= r <= MAX_RANKS:
             raise ValueError(
-                f"LaunchConfig 的字段 ranks 需要 1 到 {MAX_RANKS} 之间的整数(进程数),收到 {r!r}。"
+                f"LaunchConfig 的字段 ranks 需要 1 到 {MAX_RANKS} 之间的整数（进程数），收到 {r!r}。"
                 f'例如 run_lab("{self.lab}", ranks=2)'
             )
         for name, upper in (("timeout", MAX_TIMEOUT), ("grace", 60.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not 0 < v <= upper:
                 raise ValueError(
-                    f"LaunchConfig 的字段 {name} 需要 0 到 {upper:g} 之间的秒数,收到 {v!r}。"
+                    f"LaunchConfig 的字段 {name} 需要 0 到 {upper:g} 之间的秒数，收到 {v!r}。"
                     f'例如 run_lab("{self.lab}", {name}=60)'
                 )
         if not isinstance(self.options, dict):
-            raise ValueError(f"LaunchConfig 的字段 options 需要 dict,收到 {type(self.options).__name__}。")
+            raise ValueError(f"LaunchConfig 的字段 options 需要 dict，收到 {type(self.options).__name__}。")
         if not isinstance(self.keep_logs, bool):
-            raise ValueError(f"LaunchConfig 的字段 keep_logs 需要 True 或 False,收到 {self.keep_logs!r}。")
+            raise ValueError(f"LaunchConfig 的字段 keep_logs 需要 True 或 False，收到 {self.keep_logs!r}。")
         if os.environ.get("PB_LAB_KEEP_LOGS") == "1":
             object.__setattr__(self, "keep_logs", True)
         if self.zygote is None:
@@ -97,7 +97,7 @@ class LaunchConfig:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             object.__setattr__(self, "run_id", f"{self.lab}-{stamp}-{uuid.uuid4().hex[:6]}")
         elif not isinstance(self.run_id, str) or not self.run_id or "/" in self.run_id or self.run_id.startswith("."):
-            raise ValueError(f"LaunchConfig 的字段 run_id 需要不含 / 的非空名字,收到 {self.run_id!r}。")
+            raise ValueError(f"LaunchConfig 的字段 run_id 需要不含 / 的非空名字，收到 {self.run_id!r}。")
 
     @property
     def run_dir(self) -> Path:

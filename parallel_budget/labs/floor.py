@@ -14,11 +14,11 @@ from .cli import main
 from .runtime import Option
 
 NAME = "floor"
-TITLE = "基准:导入 torch、加入 gloo 进程组、退出"
+TITLE = "基准：导入 torch、加入 gloo 进程组、退出"
 # Two hooks for the launcher's own tests: a rank that stalls, a rank that fails.
 OPTIONS = {
-    "stall_rank": Option(-1, "加入进程组后卡住不动的 rank(-1 表示没有,-2 表示全部)", minimum=-2, maximum=63),
-    "fail_rank": Option(-1, "加入进程组后抛出异常的 rank(-1 表示没有)", minimum=-1, maximum=63),
+    "stall_rank": Option(-1, "加入进程组后卡住不动的 rank（-1 表示没有，-2 表示全部）", minimum=-2, maximum=63),
+    "fail_rank": Option(-1, "加入进程组后抛出异常的 rank（-1 表示没有）", minimum=-1, maximum=63),
 }
 
 

@@ -55,21 +55,21 @@ from .cli import main
 from .runtime import HangDetected, Option
 
 NAME = "hang"
-TITLE = "实验 7:四种挂起:在短超时内发现,并验证修复"
+TITLE = "实验 7：四种挂起：在短超时内发现，并验证修复"
 VARIANTS = ("skip", "order", "data", "exit")
 OPTIONS = {
     "variant": Option("all", "要演示的挂起", choices=("all",) + VARIANTS),
-    "detect_timeout": Option(1.0, "检测超时(秒):等其他 rank 到达同一次调用的最长时间", minimum=0.05, maximum=120.0),
-    "guard": Option(True, "是否在每次集体通信前核对调用记录(False 时会真的挂住,由超时收场)"),
-    "collective_timeout": Option(30.0, "gloo 集体通信自身的超时(秒)", minimum=1.0, maximum=1800.0),
-    "torch_diagnosis": Option(True, "是否同时演示 PyTorch 自带的诊断:TORCH_DISTRIBUTED_DEBUG=DETAIL 与 monitored_barrier"),
+    "detect_timeout": Option(1.0, "检测超时（秒）：等其他 rank 到达同一次调用的最长时间", minimum=0.05, maximum=120.0),
+    "guard": Option(True, "是否在每次集合通信前核对调用记录（False 时会真的挂住，由超时收场）"),
+    "collective_timeout": Option(30.0, "gloo 集合通信自身的超时（秒）", minimum=1.0, maximum=1800.0),
+    "torch_diagnosis": Option(True, "是否同时演示 PyTorch 自带的诊断：TORCH_DISTRIBUTED_DEBUG=DETAIL 与 monitored_barrier"),
 }
 # What to use on NCCL instead (environment variables of the pinned torch 2.13.0).
 NCCL_FLIGHT_RECORDER = (
-    "TORCH_NCCL_TRACE_BUFFER_SIZE=2000(飞行记录器保留的事件数,0 为关闭;新名 TORCH_FR_BUFFER_SIZE)",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT=1(watchdog 超时时把记录写盘;需 TORCH_NCCL_ENABLE_MONITORING=1)",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/path/prefix(每个 rank 的记录文件前缀)",
-    "torchfrtrace <记录目录>(合并各 rank 的记录,指出第一个不一致的集体通信)",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE=2000（飞行记录器保留的事件数，0 为关闭；新名 TORCH_FR_BUFFER_SIZE）",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT=1(watchdog 超时时把记录写盘；需 TORCH_NCCL_ENABLE_MONITORING=1)",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/path/prefix（每个 rank 的记录文件前缀）",
+    "torchfrtrace <记录目录>（合并各 rank 的记录，指出第一个不一致的集合通信）",
 )
 LABEL = {
     "skip": "跳过一次 all_reduce",
@@ -78,13 +78,23 @@ LABEL = {
     "exit": "提前退出",
 }
 FIX = {
-    "skip": "修复:所有 rank 走同样的分支(跳过的 rank 贡献 0)",
-    "order": "修复:所有 rank 按同一顺序调用",
-    "data": "修复:Join(数据先用完的 rank 用 0 陪跑 all_reduce)",
-    "data_drop_last": "修复:drop_last(都只跑最少的批数)",
-    "exit": "修复:每步 all_reduce 停止标志,一起停",
+    "skip": "修复：所有 rank 走同样的分支（跳过的 rank 贡献 0）",
+    "order": "修复：所有 rank 按同一顺序调用",
+    "data": "修复：Join（数据先用完的 rank 用 0 陪跑 all_reduce）",
+    "data_drop_last": "修复：drop_last（都只跑最少的批数）",
+    "exit": "修复：每步 all_reduce 停止标志，一起停",
 }
 STEPS = 3
+# The tensors behind the labels of the calls below, so the prediction can tell a silent pairing
+# (same operation, same shape) from a mismatch (another operation or shape).
+SHAPES = {"grad": (4,), "loss": (1,), "stop flag": (1,), "batch count": (1,)}
+
+
+def signature(label: str) -> tuple:
+    """``"all_reduce(grad, step=1)"`` -> ``("all_reduce(grad, step=1)", (4,))``; a barrier has shape ()."""
+    op, _, rest = label.partition("(")
+    what = rest.split(",")[0].rstrip(")").strip()
+    return label, (() if op == "barrier" else SHAPES.get(what))
 
 
 def worker(ctx, opts) -> dict:
@@ -314,18 +324,18 @@ def summarize(results, opts, ranks) -> Report:
         completed = all(r is not None and r["completed"] for r in recs)
         slowest = max(r["seconds"] for r in present)
         if phase == "broken":
-            check = check_collectives([r["calls"] if r else [] for r in recs])
-            msg = next((recs[i]["message"] for i in detected), "(没有 rank 报告)")
+            check = check_collectives([[signature(c) for c in r["calls"]] if r else [] for r in recs])
+            msg = next((recs[i]["message"] for i in detected), "（没有 rank 报告）")
             where = {recs[i]["failed_at"] for i in detected}
             ok = bool(detected) and slowest <= T + 2.0 and where == {check.mismatch_at}
             rows.append(Row(
-                f"{LABEL[variant]}(rank {bad} 出错)", f"check_collectives:{check.explain()}",
-                f"{slowest:.2f} s 内由 rank {', '.join(map(str, detected)) or '无'} 检测到:{msg}",
-                "检测到,位置与预测相同,没有挂住" if ok else "没有在预测的位置检测到", ok,
+                f"{LABEL[variant]}（rank {bad} 出错）", f"check_collectives：{check.explain()}",
+                f"{slowest:.2f} s 内由 rank {'、'.join(map(str, detected)) or '无'} 检测到：{msg}",
+                "检测到，位置与预测相同，没有挂住" if ok else "没有在预测的位置检测到", ok,
             ))
         else:
             fix = FIX["data_drop_last" if phase == "fixed_drop_last" else variant]
-            rows.append(Row(fix, "所有 rank 正常结束", f"{'完成' if completed else '未完成'},用时 {slowest * 1e3:.3g} ms",
+            rows.append(Row(fix, "所有 rank 正常结束", f"{'完成' if completed else '未完成'}，用时 {slowest * 1e3:.3g} ms",
                             "完成" if completed else "未完成", completed))
         facts.append({"variant": variant, "phase": phase, "detected_by": detected, "completed": completed,
                       "failed_at": [r["failed_at"] for r in present],
@@ -336,30 +346,31 @@ def summarize(results, opts, ranks) -> Report:
         mon0 = diag[0]["monitored"]
         ok_detail = all(d["raised"] and "mismatch" in d["message"] for d in detail)
         rows.append(Row(
-            f"PyTorch 自带:TORCH_DISTRIBUTED_DEBUG=DETAIL(顺序不同,且两个张量形状不同;rank {bad} 出错)",
-            "每个 rank 在进入真实通信前报错,并写出各自的集体通信(操作、形状、类型)",
-            f"rank 0 的报错:{detail[0]['message'] or '(没有报错)'}",
+            f"PyTorch 自带：TORCH_DISTRIBUTED_DEBUG=DETAIL（顺序不同，且两个张量形状不同；rank {bad} 出错）",
+            "每个 rank 在进入真实通信前报错，并写出各自的集合通信（操作、形状、类型）",
+            f"rank 0 的报错：{detail[0]['message'] or '（没有报错）'}",
             "PyTorch 也检测到了" if ok_detail else "PyTorch 没有报错", ok_detail,
         ))
         ok_mon = mon0["raised"] and f"Ranks {bad} " in mon0["message"] + " "
         rows.append(Row(
-            f"PyTorch 自带:monitored_barrier(gloo;rank {bad} 晚到 {1.5 * T:g} s)",
+            f"PyTorch 自带：monitored_barrier（gloo；rank {bad} 晚到 {1.5 * T:g} s）",
             f"rank 0 等满 timeout = {T:g} s 后点名 rank {bad}",
-            f"{mon0['seconds']:.2f} s 后 rank 0 报错:{mon0['message'] or '(没有报错)'}",
+            f"{mon0['seconds']:.2f} s 后 rank 0 报错：{mon0['message'] or '（没有报错）'}",
             "点名正确" if ok_mon else "没有点名", ok_mon,
         ))
         facts.append({"variant": "torch", "phase": "diagnosis", "detail": detail, "monitored": [d["monitored"] for d in diag]})
     notes = (
-        f"{ranks} 个 rank,出错的总是 rank {bad};检测超时 detect_timeout = {T:g} s。",
-        "预测列由 parallel_budget.check_collectives 根据各 rank 实际进入的调用序列给出第一次分歧的位置;"
-        "检测靠自己的记账:每次集体通信前,各 rank 把“第 k 次调用是什么”写进 TCPStore,并等其他 rank 的第 k 条记录;缺席或不一致就报错,不进入真实通信。",
-        "跳过、顺序不同、数据先用完都会让第 k 次调用对不上,立即发现;提前退出则要等满 detect_timeout 才能确认对方不会来。",
-        "单纯把超时调长只会让这些协议错误更晚暴露;没有记账时(guard=False),错位的调用可能悄悄配对出错误结果,最后才挂住。",
-        "PyTorch 自带的两种诊断(最后两行)各用一个只为演示新建的 gloo 组:TORCH_DISTRIBUTED_DEBUG=DETAIL 在每次集体通信前比对各 rank 的"
-        "操作、形状和类型,代价是每次都多一次检查,只在排错时打开;它比对的是“指纹”,两个形状相同的张量换了顺序,它照样放行,"
-        "结果悄悄配错。monitored_barrier 只有 gloo 支持,由 rank 0 点名没按时到达的 rank。",
-        "NCCL 上改用飞行记录器(torch 2.13 的环境变量):" + ";".join(NCCL_FLIGHT_RECORDER) + "。"
-        "此外 NCCL 的 watchdog 会在进程组超时(init_process_group 的 timeout)后中止进程,作业不会无限期挂住。",
+        f"{ranks} 个 rank，出错的总是 rank {bad}；检测超时 detect_timeout = {T:g} s。",
+        "预测列由 parallel_budget.check_collectives 根据各 rank 实际进入的调用序列（连同张量形状）给出第一次分歧的位置，"
+        "并说出不加记账时会怎样：缺席的 rank 让其他 rank 等到超时；操作和形状都相同的错位调用悄悄配对；操作或形状不同则取决于后端。"
+        "检测靠自己的记账：每次集合通信前，各 rank 把“第 k 次调用是什么”写进 TCPStore，并等其他 rank 的第 k 条记录；缺席或不一致就报错，不进入真实通信。",
+        "跳过、顺序不同、数据先用完都会让第 k 次调用对不上，立即发现；提前退出则要等满 detect_timeout 才能确认对方不会来。",
+        "单纯把超时调长只会让这些协议错误更晚暴露；没有记账时（guard=False），错位的调用可能悄悄配对出错误结果，最后才挂住。",
+        "PyTorch 自带的两种诊断（最后两行）各用一个只为演示新建的 gloo 组：TORCH_DISTRIBUTED_DEBUG=DETAIL 在每次集合通信前比对各 rank 的"
+        "操作、形状和类型，代价是每次都多一次检查，只在排错时打开；它比对的是“指纹”，两个形状相同的张量换了顺序，它照样放行，"
+        "结果悄悄配错。monitored_barrier 只有 gloo 支持，由 rank 0 点名没按时到达的 rank。",
+        "NCCL 上改用飞行记录器（torch 2.13 的环境变量）：" + "；".join(NCCL_FLIGHT_RECORDER) + "。"
+        "此外 NCCL 的 watchdog 会在进程组超时（init_process_group 的 timeout）后中止进程，作业不会无限期挂住。",
     )
     return Report(TITLE, tuple(rows), notes, {"phases": facts})
 

@@ -22,11 +22,11 @@ from .cli import main
 from .runtime import Option
 
 NAME = "late_rank"
-TITLE = "实验 6:一个 rank 晚到,其他 rank 在集体通信里等多久?"
+TITLE = "实验 6：一个 rank 晚到，其他 rank 在集合通信里等多久？"
 OPTIONS = {
-    "slow_rank": Option(-1, "被拖慢的 rank(-1 表示最后一个)", minimum=-1, maximum=63),
-    "delay_ms": Option(150.0, "慢存储让这个 rank 多花的读取时间(毫秒)", minimum=0.0, maximum=5000.0),
-    "compute_ms": Option(10.0, "每个 rank 每步的计算时间(毫秒)", minimum=0.0, maximum=5000.0),
+    "slow_rank": Option(-1, "被拖慢的 rank（-1 表示最后一个）", minimum=-1, maximum=63),
+    "delay_ms": Option(150.0, "慢存储让这个 rank 多花的读取时间（毫秒）", minimum=0.0, maximum=5000.0),
+    "compute_ms": Option(10.0, "每个 rank 每步的计算时间（毫秒）", minimum=0.0, maximum=5000.0),
     "steps": Option(3, "步数", minimum=1, maximum=100),
 }
 
@@ -39,7 +39,7 @@ def slow_rank_of(opts, ranks: int) -> int:
     s = opts["slow_rank"]
     s = ranks - 1 if s == -1 else s
     if not 0 <= s < ranks:
-        raise ValueError(f"实验 late_rank 的选项 slow_rank={opts['slow_rank']} 超出范围:只有 rank 0 到 {ranks - 1}。例如 slow_rank=-1")
+        raise ValueError(f"实验 late_rank 的选项 slow_rank={opts['slow_rank']} 超出范围：只有 rank 0 到 {ranks - 1}。例如 slow_rank=-1")
     return s
 
 
@@ -91,7 +91,7 @@ def summarize(results, opts, ranks) -> Report:
         m_wait = statistics.median(waits[r])
         role = "慢存储" if r == slow else "正常"
         rows.append(Row(
-            f"rank {r}({role})在 all_reduce 里的时间",
+            f"rank {r}（{role}）在 all_reduce 里的时间",
             f"等待 {p_wait * 1e3:.3g} ms + 通信 {comm * 1e3:.3g} ms",
             f"{m_wait * 1e3:.3g} ms",
             f"相差 {abs(m_wait - p_wait - comm) * 1e3:.2g} ms",
@@ -99,7 +99,7 @@ def summarize(results, opts, ranks) -> Report:
         ))
     blamed = max(set(last), key=last.count)
     rows.append(Row(
-        "大家在等谁(最后到达的 rank)",
+        "大家在等谁（最后到达的 rank）",
         f"rank {preds[0].slowest}(straggler_wait)",
         "、".join(f"第 {k + 1} 步 rank {r}" for k, r in enumerate(last)),
         f"归因于 rank {blamed}", blamed == slow,
@@ -107,13 +107,13 @@ def summarize(results, opts, ranks) -> Report:
     step = statistics.median(max(s["done"] for s in (r["steps"][k] for r in results)) -
                              min(s["start"] for s in (r["steps"][k] for r in results)) for k in range(n))
     p_step = statistics.median(pr.step.to("s").magnitude for pr in preds)
-    rows.append(Row("每步时间(所有 rank 相同)", fmt(Q_(p_step, "s"), "ms", 3), f"{step * 1e3:.3g} ms",
+    rows.append(Row("每步时间（所有 rank 相同）", fmt(Q_(p_step, "s"), "ms", 3), f"{step * 1e3:.3g} ms",
                     f"相差 {abs(step - p_step) * 1e3:.2g} ms", None))
     notes = (
-        f"{ranks} 个 rank,rank {slow} 每步读数据多花 {opts['delay_ms']:g} ms,其余 rank 只计算 {opts['compute_ms']:g} ms。",
-        "预测列由 parallel_budget.straggler_wait(各 rank 到达前的用时, 通信) 给出:集体通信要等最后一个 rank 到达才能完成。",
-        "实测列是 all_reduce 从调用到返回的时间;快的 rank 把慢 rank 的读取时间花在了“通信”里,看起来像网络慢,其实是存储慢。",
-        "所有进程在同一台机器上,time.monotonic() 是同一个时钟,所以能比较各 rank 的到达时刻。",
+        f"{ranks} 个 rank，rank {slow} 每步读数据多花 {opts['delay_ms']:g} ms，其余 rank 只计算 {opts['compute_ms']:g} ms。",
+        "预测列由 parallel_budget.straggler_wait（各 rank 到达前的用时，通信）给出：集合通信要等最后一个 rank 到达才能完成。",
+        "实测列是 all_reduce 从调用到返回的时间；快的 rank 把慢 rank 的读取时间花在了“通信”里，看起来像网络慢，其实是存储慢。",
+        "所有进程在同一台机器上，time.monotonic() 是同一个时钟，所以能比较各 rank 的到达时刻。",
     )
     facts = {"slow_rank": slow, "blamed": blamed, "last": last,
              "waits": [statistics.median(w) for w in waits],

@@ -187,7 +187,7 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
     failures = {}
     for r in exit_order:
         failures[r] = (
-            f"rank {r} {_describe_exit(codes[r])}。它的 stderr 最后几行:\n{stderrs[r] or '(空)'}"
+            f"rank {r} {_describe_exit(codes[r])}。它的 stderr 最后几行：\n{stderrs[r] or '（空）'}"
         )
     report = None
     if not failures and not timed_out:
@@ -204,17 +204,17 @@ def launch(cfg: LaunchConfig, check: bool = True) -> LabResult:
         forked=tuple(isinstance(p, zygoteclient.ForkedRank) for p in procs),
     )
     if check and timed_out:
-        waiting = ";".join(f"rank {r} 最后进入:{c}" for r, c in last_calls.items()) or "没有 rank 记录过集体通信"
+        waiting = "；".join(f"rank {r} 最后进入：{c}" for r, c in last_calls.items()) or "没有 rank 记录过集合通信"
         raise LabTimeout(
-            f"实验 {cfg.lab} 超过 timeout={cfg.timeout:g} s 仍未结束,已终止全部 {cfg.ranks} 个进程。"
-            f"{waiting}。日志在 {cfg.run_dir}。如果它只是需要更久,可以写 "
+            f"实验 {cfg.lab} 超过 timeout={cfg.timeout:g} s 仍未结束，已终止全部 {cfg.ranks} 个进程。"
+            f"{waiting}。日志在 {cfg.run_dir}。如果它只是需要更久，可以写 "
             f'run_lab("{cfg.lab}", timeout={2 * cfg.timeout:g})。',
             result,
         )
     if check and failures:
         first = exit_order[0]
         raise LabError(
-            f"实验 {cfg.lab} 失败:{failures[first]}\n其余 rank 已被终止。日志在 {cfg.run_dir}。",
+            f"实验 {cfg.lab} 失败：{failures[first]}\n其余 rank 已被终止。日志在 {cfg.run_dir}。",
             result,
         )
     return result

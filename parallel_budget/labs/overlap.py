@@ -34,13 +34,13 @@ from .cli import main
 from .runtime import Option
 
 NAME = "overlap"
-TITLE = "实验 3:DDP 分桶与重叠:多少通信藏在反向传播后面?"
+TITLE = "实验 3：DDP 分桶与重叠：多少通信藏在反向传播后面？"
 OPTIONS = {
-    "bucket_caps_mb": Option((0.25, 1.0, 25.0), "要比较的 bucket_cap_mb 值(MB)"),
+    "bucket_caps_mb": Option((0.25, 1.0, 25.0), "要比较的 bucket_cap_mb 值（MiB：PyTorch 按 2^20 字节计）"),
     "width": Option(256, "MLP 每层宽度", minimum=8, maximum=4096),
     "layers": Option(8, "MLP 层数", minimum=1, maximum=32),
     "batch": Option(64, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
-    "steps": Option(3, "每种配置计时的步数(取中位数)", minimum=1, maximum=100),
+    "steps": Option(3, "每种配置计时的步数（取中位数）", minimum=1, maximum=100),
 }
 
 
@@ -129,13 +129,13 @@ def judge(step: float, full: float, none: float) -> tuple:
     lo, hi = full * (1 - MARGIN), none * (1 + MARGIN)
     if step > hi:
         return False, (
-            f"超出预测上限:比完全不重叠还慢 {(step - none) * 1e3:.3g} ms。模型假设通信不拖慢计算;"
-            "这里 gloo 的通信线程、DDP 的桶拷贝和 hook 与反向计算抢同一批 CPU 核,计算本身变慢了。"
-            "多出的时间记为“通信之外的变慢”,不算暴露的通信"
+            f"超出预测上限：比完全不重叠还慢 {(step - none) * 1e3:.3g} ms。模型假设通信不拖慢计算；"
+            "这里 gloo 的通信线程、DDP 的桶拷贝和 hook 与反向计算抢同一批 CPU 核，计算本身变慢了。"
+            "多出的时间记为“通信之外的变慢”，不算暴露的通信"
         )
     if step < lo:
         return False, (
-            f"低于预测下限 {full * 1e3:.3g} ms:计时噪声,或无通信的计算单测偏慢;"
+            f"低于预测下限 {full * 1e3:.3g} ms：计时噪声，或无通信的计算单测偏慢；"
             "增大 steps 再测一次"
         )
     return True, "在预测范围内"
@@ -170,12 +170,12 @@ def summarize(results, opts, ranks) -> Report:
         nb = len(buckets)
         measured = (f"步时 {step * 1e3:.3g} ms = 计算 {compute * 1e3:.3g} + 暴露通信 {exposed * 1e3:.3g}"
                     + (f" + 通信之外的变慢 {extra * 1e3:.3g}" if extra > 0 else "")
-                    + f";通信单测 {comm * 1e3:.3g} ms;末尾等待 {waiting * 1e3:.3g} ms")
+                    + f"；通信单测 {comm * 1e3:.3g} ms；末尾等待 {waiting * 1e3:.3g} ms")
         rows.append(Row(
-            f"bucket_cap_mb={cfg['cap_mb']:g}({nb} 个桶)",
-            f"{fmt(full.step, 'ms', 3)} 到 {fmt(none.step, 'ms', 3)}(完全重叠 … 不重叠)",
+            f"bucket_cap_mb={cfg['cap_mb']:g}（{nb} 个桶）",
+            f"{fmt(full.step, 'ms', 3)} 到 {fmt(none.step, 'ms', 3)}（完全重叠 … 不重叠）",
             measured,
-            f"{verdict};隐藏 {hidden * 1e3:.3g} ms(通信的 {fmt_percent(share, 2)})",
+            f"{verdict}；隐藏 {hidden * 1e3:.3g} ms（通信的 {fmt_percent(share, 2)}）",
             ok,
         ))
         facts.append({"cap_mb": cfg["cap_mb"], "buckets": nb, "compute": compute, "forward": forward,
@@ -183,16 +183,16 @@ def summarize(results, opts, ranks) -> Report:
                       "waiting": waiting, "exposed": exposed, "extra": extra, "hidden": hidden,
                       "within_range": ok,
                       "predicted_no_overlap": hi_s, "predicted_full_overlap": lo_s})
-    grad_mb = n_params * 4 / 1e6
+    grad_mib = n_params * 4 / 2**20  # in MiB, the unit of bucket_cap_mb
     notes = (
-        f"MLP {opts['layers']} 层 × {opts['width']} 宽,{n_params} 个 float32 参数,梯度 {grad_mb:.3g} MB;每 rank batch {opts['batch']}。",
-        "预测列是 parallel_budget.step_time 给出的范围:下端是完全重叠(overlap=1,只能藏在实测的反向时间里,"
-        "最后一个桶按它占通信量的比例算作总是暴露),上端是不重叠(overlap=0)。"
-        f"实测落在范围外(留 {MARGIN:.0%} 余量)时标 ✗,并写出原因。",
-        "暴露通信 = DDP 步时 − 无通信步时,但不超过通信单测;超出的部分不是通信,单列为“通信之外的变慢”。"
-        "隐藏 = 通信单测 − 暴露通信;末尾等待是从最后一个桶发出到 backward() 返回的时间。",
-        "桶越大,第一个桶越晚凑满,能与反向重叠的部分越少;桶太小则每次通信的固定开销变多。",
-        "在 2 核 CPU 上,gloo 的通信线程和计算抢同一批核心,隐藏的比例比 GPU 上小得多,甚至为 0,"
+        f"MLP {opts['layers']} 层 × {opts['width']} 宽，{n_params} 个 float32 参数，梯度 {grad_mib:.3g} MiB（与 bucket_cap_mb 同一单位）；每 rank batch {opts['batch']}。",
+        "预测列是 parallel_budget.step_time 给出的范围：下端是完全重叠（overlap=1，只能藏在实测的反向时间里，"
+        "最后一个桶按它占通信量的比例算作总是暴露），上端是不重叠（overlap=0）。"
+        f"实测落在范围外（留 {MARGIN:.0%} 余量）时标 ✗，并写出原因。",
+        "暴露通信 = DDP 步时 − 无通信步时，但不超过通信单测；超出的部分不是通信，单列为“通信之外的变慢”。"
+        "隐藏 = 通信单测 − 暴露通信；末尾等待是从最后一个桶发出到 backward() 返回的时间。",
+        "桶越大，第一个桶越晚凑满，能与反向重叠的部分越少；桶太小则每次通信的固定开销变多。",
+        "在 2 核 CPU 上，gloo 的通信线程和计算抢同一批核心，隐藏的比例比 GPU 上小得多，甚至为 0，"
         "步时还可能比不重叠的预测更长。",
     )
     return Report(TITLE, tuple(rows), notes, {"configs": facts, "params": n_params})

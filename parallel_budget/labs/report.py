@@ -26,12 +26,7 @@ def zh_punct(text: str) -> str:
     or encloses some; numbers, code and English stay as they are.
     """
     chars = list(text)
-    stack, pairs = [], []
-    for i, c in enumerate(chars):
-        if c == "(":
-            stack.append(i)
-        elif c == ")" and stack:
-            pairs.append((stack.pop(), i))
+    pairs = paren_pairs(text)
 
     def han(j):
         return 0 <= j < len(chars) and re.match(f"[{_HAN}]", chars[j]) is not None
@@ -47,6 +42,17 @@ def zh_punct(text: str) -> str:
             if i + 1 < len(chars) and chars[i + 1] == " ":
                 chars[i + 1] = ""
     return "".join(chars)
+
+
+def paren_pairs(text: str) -> list:
+    """(open, close) positions of the matched ASCII parentheses of ``text``, inner pairs first."""
+    stack, pairs = [], []
+    for i, c in enumerate(text):
+        if c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            pairs.append((stack.pop(), i))
+    return pairs
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,9 @@ class LabResult:
 
     def _headline(self) -> str:
         state = "失败" if self.is_failed() else "完成"
-        logs = f"日志:{self.run_dir}" if self.logs_kept else "日志已删除(run_lab(..., keep_logs=True) 可保留)"
+        logs = f"日志：{self.run_dir}" if self.logs_kept else "日志已删除（run_lab(..., keep_logs=True) 可保留）"
         return (
-            f"{self.ranks} 个 rank,{state},墙钟时间 {fmt(self.wall_time, 's', 3)}\uff1b{self.environment_line()};{logs}"
+            f"{self.ranks} 个 rank，{state}，墙钟时间 {fmt(self.wall_time, 's', 3)}；{self.environment_line()}；{logs}"
         )
 
     def text(self) -> str:
@@ -94,8 +94,8 @@ class LabResult:
 def environment_line(env: dict) -> str:
     """``torch 2.13.0+cpu,后端 gloo,设备 cpu``: what the source lesson asks to pin and report."""
     if not env:
-        return "环境未知(没有 rank 报告)"
-    return f"torch {env.get('torch', '?')},后端 {env.get('backend', '?')},设备 {env.get('device', '?')}"
+        return "环境未知（没有 rank 报告）"
+    return f"torch {env.get('torch', '?')}，后端 {env.get('backend', '?')}，设备 {env.get('device', '?')}"
 
 
 class LabError(RuntimeError):

@@ -27,11 +27,11 @@ NAME = "ring_allreduce"
 # With R = 2 the factor 2(R-1)/R is exactly 1: "sends G" would pass for the wrong
 # formula too.  Four ranks give 1.5 G, which only the ring formula predicts.
 DEFAULT_RANKS = 4
-TITLE = "实验 2:用 send/recv 手写 ring all-reduce"
+TITLE = "实验 2：用 send/recv 手写 ring all-reduce"
 OPTIONS = {
     # 840 * 1024 is divisible by every rank count from 1 to 8.
-    "numel": Option(840 * 1024, "梯度元素个数(float32),必须能被 rank 数整除", minimum=1, maximum=64 * 2**20),
-    "repeats": Option(5, "计时重复次数(取中位数)", minimum=1, maximum=50),
+    "numel": Option(840 * 1024, "梯度元素个数（float32），必须能被 rank 数整除", minimum=1, maximum=64 * 2**20),
+    "repeats": Option(5, "计时重复次数（取中位数）", minimum=1, maximum=50),
 }
 
 
@@ -39,7 +39,7 @@ def validate(opts, ranks: int) -> None:
     """Refuse chunks of unequal size before any process starts."""
     n = opts["numel"]
     if n % ranks:
-        raise ValueError(f"实验 ring_allreduce 的选项 numel={n} 不能被 ranks={ranks} 整除:每块必须等大。例如 numel={840 * 1024}")
+        raise ValueError(f"实验 ring_allreduce 的选项 numel={n} 不能被 ranks={ranks} 整除：每块必须等大。例如 numel={840 * 1024}")
 
 
 def ring_allreduce_sendrecv(dist, tensor, rank, world):
@@ -129,7 +129,7 @@ def summarize(results, opts, ranks) -> Report:
     bound = model.lower_bound.to("s").magnitude
     factor = ring_send_factor(ranks)
     rows = (
-        Row("结果与 dist.all_reduce 相比", "完全相同(最大差 0)", f"最大绝对差 {fmt_diff(diff)}", "一致" if diff == 0 else "不一致",
+        Row("结果与 dist.all_reduce 相比", "完全相同（最大差 0）", f"最大绝对差 {fmt_diff(diff)}", "一致" if diff == 0 else "不一致",
             diff == 0),
         Row("每 rank 发送字节", f"{want:.0f} B = {factor:g} × G(G = {G} B)",
             " / ".join(f"{s} B" for s in sent), "逐字节相等" if all(s == want for s in sent) else "不相等",
@@ -137,19 +137,19 @@ def summarize(results, opts, ranks) -> Report:
         Row("每 rank 接收字节", f"{model.recv_per_rank.to('B').magnitude:.0f} B",
             " / ".join(f"{s} B" for s in recv), "逐字节相等" if all(s == want for s in recv) else "不相等",
             all(s == want for s in recv)),
-        Row("通信轮数", f"{model.steps} 轮(2(R-1))", " / ".join(str(r["rounds"]) for r in results),
+        Row("通信轮数", f"{model.steps} 轮（2(R-1)）", " / ".join(str(r["rounds"]) for r in results),
             "相等" if all(r["rounds"] == model.steps for r in results) else "不相等",
             all(r["rounds"] == model.steps for r in results)),
         Row("时间", f"下界 {fmt(model.lower_bound, 'ms', 3)}" + (
-            f"(单向带宽 {fmt(bw, 'GB/s', 3)},实测)" if ranks > 1 else "(1 个 rank 不需要发送)"),
-            f"手写 ring {t_ring * 1e3:.3g} ms;dist.all_reduce {t_lib * 1e3:.3g} ms",
-            "不低于下界" if t_ring >= bound else "低于下界:带宽估计偏低", t_ring >= bound),
+            f"（单向带宽 {fmt(bw, 'GB/s', 3)}，实测）" if ranks > 1 else "（1 个 rank 不需要发送）"),
+            f"手写 ring {t_ring * 1e3:.3g} ms；dist.all_reduce {t_lib * 1e3:.3g} ms",
+            "不低于下界" if t_ring >= bound else "低于下界：带宽估计偏低", t_ring >= bound),
     )
     notes = (
-        f"G = {fmt(Q_(G, 'B'), 'MB', 4)}(float32 整数值,求和顺序不同也完全相等),{ranks} 个 rank,每块 {fmt(model.chunk, 'MB', 4)}。",
-        "发送字节在每次 isend 前按张量大小累加,和 parallel_budget.ring_allreduce 的 send_per_rank 比较。",
-        "单向带宽取 rank 0 独自把整个梯度发给 rank 1 的最快一次;下界 = 每 rank 发送量 ÷ 这个带宽,忽略逐轮启动、归约计算和多个 rank 同时发送的竞争,所以实测时间更长。",
-        "本机回环上的 gloo 只验证协议与算术,不代表跨节点网络的性能。",
+        f"G = {fmt(Q_(G, 'B'), 'MB', 4)}（float32 整数值，求和顺序不同也完全相等），{ranks} 个 rank，每块 {fmt(model.chunk, 'MB', 4)}。",
+        "发送字节在每次 isend 前按张量大小累加，和 parallel_budget.ring_allreduce 的 send_per_rank 比较。",
+        "单向带宽取 rank 0 独自把整个梯度发给 rank 1 的最快一次；下界 = 每 rank 发送量 ÷ 这个带宽，忽略逐轮启动、归约计算和多个 rank 同时发送的竞争，所以实测时间更长。",
+        "这里的 gloo 走本机回环：能核对协议和字节数，测不出跨机器网络的快慢。",
     )
     facts = {"bytes": G, "sent": sent, "received": recv, "predicted_send": want, "max_abs_diff": diff,
              "t_ring": t_ring, "t_allreduce": t_lib, "lower_bound": bound, "bandwidth": bw.to("B/s").magnitude}

@@ -52,16 +52,16 @@ class Option:
 
 def _describe(name: str, opt: Option) -> str:
     if opt.choices:
-        return f"{name}:{'、'.join(map(str, opt.choices))} 之一(默认 {opt.default!r})"
-    return f"{name}:{opt.help}(默认 {opt.default!r})"
+        return f"{name}：{'、'.join(map(str, opt.choices))} 之一（默认 {opt.default!r}）"
+    return f"{name}：{opt.help}（默认 {opt.default!r}）"
 
 
 def validate_options(lab: str, spec: dict, given: dict) -> dict:
     """Options ``given`` merged over the defaults of ``spec``; Chinese ValueError on a bad one."""
     unknown = sorted(set(given) - set(spec))
     if unknown:
-        accepted = ";".join(_describe(k, v) for k, v in spec.items()) or "(这个实验没有选项)"
-        raise ValueError(f"实验 {lab} 没有选项 {', '.join(unknown)}。可用的选项:{accepted}")
+        accepted = "；".join(_describe(k, v) for k, v in spec.items()) or "（这个实验没有选项）"
+        raise ValueError(f"实验 {lab} 没有选项 {'、'.join(unknown)}。可用的选项：{accepted}")
     out = {}
     for name, opt in spec.items():
         value = given.get(name, opt.default)
@@ -75,20 +75,20 @@ def _check(lab: str, name: str, opt: Option, value):
     kind = opt.kind
     if kind is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"{where} 需要 True 或 False,收到 {value!r}。{example}")
+            raise ValueError(f"{where} 需要 True 或 False，收到 {value!r}。{example}")
         return value
     if kind is tuple:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = (value,)
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise ValueError(f"{where} 需要一串正数,收到 {value!r}。{example}")
+            raise ValueError(f"{where} 需要一串正数，收到 {value!r}。{example}")
         items = tuple(value)
         if not items or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 for v in items):
-            raise ValueError(f"{where} 需要一串正数,收到 {value!r}。{example}")
+            raise ValueError(f"{where} 需要一串正数，收到 {value!r}。{example}")
         return tuple(float(v) for v in items)
     if kind is str:
         if value not in opt.choices:
-            raise ValueError(f"{where} 只能是 {'、'.join(map(repr, opt.choices))},收到 {value!r}。{example}")
+            raise ValueError(f"{where} 只能是 {'、'.join(map(repr, opt.choices))}，收到 {value!r}。{example}")
         return value
     # int or float
     ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -96,9 +96,9 @@ def _check(lab: str, name: str, opt: Option, value):
         ok_type = ok_type and float(value).is_integer()
     if not ok_type or value != value:
         need = "整数" if kind is int else "数"
-        raise ValueError(f"{where} 需要{need}({opt.help}),收到 {value!r}。{example}")
+        raise ValueError(f"{where} 需要{need}({opt.help})，收到 {value!r}。{example}")
     if opt.minimum is not None and value < opt.minimum or opt.maximum is not None and value > opt.maximum:
-        raise ValueError(f"{where} 需要在 {opt.minimum} 到 {opt.maximum} 之间,收到 {value!r}。{example}")
+        raise ValueError(f"{where} 需要在 {opt.minimum} 到 {opt.maximum} 之间，收到 {value!r}。{example}")
     return kind(value)
 
 
@@ -116,7 +116,7 @@ def _parse_value(opt: Option, text: str):
     kind = opt.kind
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0"):
-            raise argparse.ArgumentTypeError(f"需要 true 或 false,收到 {text!r}")
+            raise argparse.ArgumentTypeError(f"需要 true 或 false，收到 {text!r}")
         return text.lower() in ("true", "1")
     if kind is tuple:
         return tuple(float(x) for x in text.split(",") if x.strip())
@@ -137,8 +137,8 @@ def parse_cli(module, argv=None):
         )
     p.add_argument("--ranks", type=int, default=getattr(module, "DEFAULT_RANKS", 2),
                    help="不经 torchrun 直接运行时启动的进程数")
-    p.add_argument("--keep-logs", action="store_true", help="成功时也保留日志目录(失败时总会保留)")
-    p.add_argument("--timeout", type=float, default=60.0, help="不经 torchrun 直接运行时的总超时(秒)")
+    p.add_argument("--keep-logs", action="store_true", help="成功时也保留日志目录（失败时总会保留）")
+    p.add_argument("--timeout", type=float, default=60.0, help="不经 torchrun 直接运行时的总超时（秒）")
     args = p.parse_args(argv)
     opts = {name: getattr(args, name) for name in module.OPTIONS}
     return args, validate_options(module.NAME, module.OPTIONS, opts)
@@ -165,7 +165,7 @@ class Context:
             port = int(os.environ["MASTER_PORT"])
         except (KeyError, ValueError) as exc:
             raise SystemExit(
-                f"缺少或无效的环境变量 {exc}:请用 run_lab()、torchrun 或 python -m torch.distributed.run 启动。"
+                f"缺少或无效的环境变量 {exc}：请用 run_lab()、torchrun 或 python -m torch.distributed.run 启动。"
             ) from None
         self.timeout = timedelta(seconds=collective_timeout)
         if torch.cuda.is_available():
@@ -250,7 +250,7 @@ class CallLedger:
         self.ns = f"{LEDGER_NS}/{namespace}"
         self.count = 0
         self.calls = []  # labels this rank entered, in order (for check_collectives)
-        self.last = "(尚未调用集体通信)"
+        self.last = "（尚未调用集合通信）"
 
     def _key(self, k, r):
         return f"{self.ns}/call/{k}/{r}"
@@ -274,12 +274,12 @@ class CallLedger:
             for r in missing:
                 exited = self.store.check([f"{self.ns}/exit/{r}"])
                 last = self.store.get(f"{self.ns}/last/{r}").decode() if self.store.check(
-                    [f"{self.ns}/last/{r}"]) else "(没有任何记录)"
-                state = "已退出,不会再来" if exited else "仍在运行"
-                where.append(f"rank {r}({state},它最后一次记录:{last})")
+                    [f"{self.ns}/last/{r}"]) else "（没有任何记录）"
+                state = "已退出，不会再来" if exited else "仍在运行"
+                where.append(f"rank {r}({state}，它最后一次记录：{last})")
             raise HangDetected(
-                f"检测到挂起:rank {self.rank} 在{self.last}前等了 {waited:.2f} s,"
-                f"rank {', '.join(map(str, missing))} 没有到达。{';'.join(where)}。"
+                f"检测到挂起：rank {self.rank} 在{self.last}前等了 {waited:.2f} s，"
+                f"rank {'、'.join(map(str, missing))} 没有到达。{'；'.join(where)}。"
             ) from None
         differ = []
         for r in others:
@@ -288,8 +288,8 @@ class CallLedger:
                 differ.append(f"rank {r} 是 {theirs}")
         if differ:
             raise HangDetected(
-                f"集体通信顺序不一致:第 {k + 1} 次调用,rank {self.rank} 是 {label},{';'.join(differ)}。"
-                "各 rank 必须以相同的次数和顺序进入相同的集体通信。"
+                f"集合通信顺序不一致：第 {k + 1} 次调用，rank {self.rank} 是 {label}，{'；'.join(differ)}。"
+                "各 rank 必须以相同的次数和顺序进入相同的集合通信。"
             )
 
     def mark_exit(self) -> None:

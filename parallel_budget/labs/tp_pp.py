@@ -28,11 +28,11 @@ from .cli import main
 from .runtime import Option
 
 NAME = "tp_pp"
-TITLE = "实验 5:张量并行等于完整矩阵乘;流水线的空闲符合气泡公式吗?"
+TITLE = "实验 5：张量并行等于完整矩阵乘；流水线的空闲符合气泡公式吗？"
 OPTIONS = {
-    "hidden": Option(256, "张量并行的矩阵宽度(须能被 rank 数整除)", minimum=2, maximum=8192),
+    "hidden": Option(256, "张量并行的矩阵宽度（须能被 rank 数整除）", minimum=2, maximum=8192),
     "microbatches": Option(4, "流水线微批次数 m", minimum=1, maximum=64),
-    "stage_ms": Option(30.0, "每个阶段处理一个微批次的计算时间(毫秒)", minimum=1.0, maximum=1000.0),
+    "stage_ms": Option(30.0, "每个阶段处理一个微批次的计算时间（毫秒）", minimum=1.0, maximum=1000.0),
     "work": Option("sleep", "阶段的“计算”", choices=("sleep", "matmul")),
 }
 TOL = 1e-4
@@ -41,7 +41,7 @@ TOL = 1e-4
 def validate(opts, ranks: int) -> None:
     h = opts["hidden"]
     if h % ranks:
-        raise ValueError(f"实验 tp_pp 的选项 hidden={h} 不能被 ranks={ranks} 整除:张量并行要均分矩阵。例如 hidden=256")
+        raise ValueError(f"实验 tp_pp 的选项 hidden={h} 不能被 ranks={ranks} 整除：张量并行要均分矩阵。例如 hidden=256")
 
 
 def worker(ctx, opts) -> dict:
@@ -108,11 +108,11 @@ def summarize(results, opts, ranks) -> Report:
     tp = {k: max(r["tp"][k] for r in results) for k in ("column", "row", "mlp")}
     msg = results[0]["tp"]["message_bytes"]
     rows = [
-        Row("列并行(切输出特征)+ all_gather", "等于 X·Wᵀ", f"最大绝对差 {fmt_diff(tp['column'])}",
+        Row("列并行（切输出特征）+ all_gather", "等于 X·Wᵀ", f"最大绝对差 {fmt_diff(tp['column'])}",
             "一致" if tp["column"] < TOL else "不一致", tp["column"] < TOL),
-        Row("行并行(切输入特征)+ all_reduce", "等于 X·Wᵀ(只差浮点求和顺序)", f"最大绝对差 {fmt_diff(tp['row'])}",
+        Row("行并行（切输入特征）+ all_reduce", "等于 X·Wᵀ（只差浮点求和顺序）", f"最大绝对差 {fmt_diff(tp['row'])}",
             "一致" if tp["row"] < TOL else "不一致", tp["row"] < TOL),
-        Row("MLP:列并行 → GELU → 行并行", f"等于完整 MLP;1 次 all-reduce,每 rank 发送 {ring_send_factor(ranks):g} × {msg} B",
+        Row("MLP：列并行 → GELU → 行并行", f"等于完整 MLP；1 次 all-reduce，每 rank 发送 {ring_send_factor(ranks):g} × {msg} B",
             f"最大绝对差 {fmt_diff(tp['mlp'])}", "一致" if tp["mlp"] < TOL else "不一致", tp["mlp"] < TOL),
     ]
     m = opts["microbatches"]
@@ -128,8 +128,8 @@ def summarize(results, opts, ranks) -> Report:
     for s in range(ranks):
         rows.append(Row(
             f"流水线阶段 {s} 的空闲时间",
-            f"{sched.idle_per_stage[s] * 1e3:.3g} ms(pipeline_schedule,按实测每微批次 {stage_times[s] * 1e3:.3g} ms)",
-            f"{idle[s] * 1e3:.3g} ms(忙 {busy[s] * 1e3:.3g} ms,总长 {makespan * 1e3:.3g} ms)",
+            f"{sched.idle_per_stage[s] * 1e3:.3g} ms(pipeline_schedule，按实测每微批次 {stage_times[s] * 1e3:.3g} ms)",
+            f"{idle[s] * 1e3:.3g} ms（忙 {busy[s] * 1e3:.3g} ms，总长 {makespan * 1e3:.3g} ms）",
             f"相差 {abs(idle[s] - sched.idle_per_stage[s]) * 1e3:.2g} ms", None,
         ))
     rows.append(Row(
@@ -140,12 +140,12 @@ def summarize(results, opts, ranks) -> Report:
         abs(measured_frac - bubble.idle_fraction) < 0.1,
     ))
     notes = (
-        f"张量并行:{ranks} 个 rank 各持有 {opts['hidden']}×{opts['hidden']} 矩阵的 1/{ranks};行并行的部分和要靠 all-reduce 相加。",
-        f"流水线:{ranks} 个阶段、{m} 个微批次,只做前向;每个阶段处理一个微批次约 {opts['stage_ms']:g} ms"
-        + ("(用 sleep 代表设备在算:核数比阶段少的笔记本跑不出真正并行的 CPU 计算)。" if opts["work"] == "sleep"
-           else "(真实 CPU 矩阵乘;阶段数超过核数时会互相抢核)。"),
-        "空闲 = 总长 − 该阶段忙的时间:开头的阶段在排空时等,后面的阶段在填充时等;微批次越多,气泡占比越小。",
-        f"预测的总长为 {fmt(sched.makespan, 'ms', 3)};实测还包含 send/recv 与进程调度的开销。",
+        f"张量并行：{ranks} 个 rank 各持有 {opts['hidden']}×{opts['hidden']} 矩阵的 1/{ranks}；行并行的部分和要靠 all-reduce 相加。",
+        f"流水线：{ranks} 个阶段、{m} 个微批次，只做前向；每个阶段处理一个微批次约 {opts['stage_ms']:g} ms"
+        + ("（用 sleep 代表设备在算：核数比阶段少的笔记本跑不出真正并行的 CPU 计算）。" if opts["work"] == "sleep"
+           else "（真实 CPU 矩阵乘；阶段数超过核数时会互相抢核）。"),
+        "空闲 = 总长 − 该阶段忙的时间：开头的阶段在排空时等，后面的阶段在填充时等；微批次越多，气泡占比越小。",
+        f"预测的总长为 {fmt(sched.makespan, 'ms', 3)}；实测还包含 send/recv 与进程调度的开销。",
     )
     facts = {"tp": tp, "makespan": makespan, "idle": idle, "busy": busy,
              "predicted_idle": list(sched.idle_per_stage), "idle_fraction": measured_frac,

@@ -25,18 +25,18 @@ from .cli import main
 from .runtime import Option
 
 NAME = "two_rank_update"
-TITLE = "实验 1:两个 rank 的一次更新 = 单进程的一次更新?"
+TITLE = "实验 1：两个 rank 的一次更新 = 单进程的一次更新？"
 VARIANTS = ("correct", "duplicated", "average_twice", "uneven_tail", "sum")
 OPTIONS = {
     "variant": Option("all", "要运行的情形", choices=("all",) + VARIANTS),
     "lr": Option(0.1, "学习率", minimum=1e-6, maximum=10.0),
 }
 LABEL = {
-    "correct": "正确:DistributedSampler + DDP",
-    "duplicated": "错误 1:没有 DistributedSampler,样本重复",
-    "average_twice": "错误 2:DDP 已平均,又除以 R",
-    "uneven_tail": "错误 3:尾批不等大,各 rank 先各自平均",
-    "sum": "错误 4:手写 all-reduce 求和,没有除以 R",
+    "correct": "正确：DistributedSampler + DDP",
+    "duplicated": "错误 1：没有 DistributedSampler，样本重复",
+    "average_twice": "错误 2：DDP 已平均，又除以 R",
+    "uneven_tail": "错误 3：尾批不等大，各 rank 先各自平均",
+    "sum": "错误 4：手写 all-reduce 求和，没有除以 R",
 }
 REDUCTION = {"correct": "mean", "duplicated": "mean", "average_twice": "mean_twice", "uneven_tail": "mean", "sum": "sum"}
 W0 = 1.0
@@ -144,9 +144,9 @@ def summarize(results, opts, ranks) -> Report:
         counts = "/".join(str(p["samples"]) for p in per)
         rows.append(Row(
             LABEL[v],
-            f"w = {pred.weights[0]:.6g}(本地梯度 {local},reduction={REDUCTION[v]!r})",
-            f"w = {weights[0]:.6g};单进程参考 {ref:.6g};差 {fmt_diff(diff_ref)}",
-            ("与单进程一致" if same else "与单进程不同(这就是该错误的后果)") + f";与包的预测差 {fmt_diff(diff_pred)}",
+            f"w = {pred.weights[0]:.6g}（本地梯度 {local},reduction={REDUCTION[v]!r}）",
+            f"w = {weights[0]:.6g}；单进程参考 {ref:.6g}；差 {fmt_diff(diff_ref)}",
+            ("与单进程一致" if same else "与单进程不同（这就是该错误的后果）") + f"；与包的预测差 {fmt_diff(diff_pred)}",
             same,
         ))
         facts[v] = {
@@ -155,10 +155,10 @@ def summarize(results, opts, ranks) -> Report:
             "max_abs_diff_ranks": spread,
         }
     notes = (
-        f"起点 w = {W0:g},学习率 {lr:g},{ranks} 个 rank,每个 rank 的本地损失按样本取平均。",
-        "“预测”列由 parallel_budget.data_parallel_update 根据实测的本地梯度算出;“实测”列是真实 DDP 一步之后的权重。",
-        "样本重复和尾批不等大时,包的预测与 DDP 仍然一致:错的不是归约,而是每个 rank 拿到的数据。",
-        "DistributedSampler 默认会把不够整除的数据用重复样本补齐,同样会让尾批的权重不均;drop_last 或按全局样本数缩放可以避免。",
+        f"起点 w = {W0:g}，学习率 {lr:g}，{ranks} 个 rank，每个 rank 的本地损失按样本取平均。",
+        "“预测”列由 parallel_budget.data_parallel_update 根据实测的本地梯度算出；“实测”列是真实 DDP 一步之后的权重。",
+        "样本重复和尾批不等大时，包的预测与 DDP 仍然一致：错的不是归约，而是每个 rank 拿到的数据。",
+        "DistributedSampler 默认会把不够整除的数据用重复样本补齐，同样会让尾批的权重不均；drop_last 或按全局样本数缩放可以避免。",
     )
     return Report(TITLE, tuple(rows), notes, facts)
 

@@ -23,10 +23,10 @@ from .cli import main
 from .runtime import Option
 
 NAME = "zero_state"
-TITLE = "实验 4:ZeroRedundancyOptimizer 与普通 Adam:每个 rank 存多少优化器状态?"
+TITLE = "实验 4：ZeroRedundancyOptimizer 与普通 Adam：每个 rank 存多少优化器状态？"
 OPTIONS = {
-    "width": Option(256, "每层的宽度(参数张量为 width × width)", minimum=2, maximum=4096),
-    "layers": Option(8, "层数(能被 rank 数整除时分片最均匀)", minimum=1, maximum=64),
+    "width": Option(256, "每层的宽度（参数张量为 width × width）", minimum=2, maximum=4096),
+    "layers": Option(8, "层数（能被 rank 数整除时分片最均匀）", minimum=1, maximum=64),
     "steps": Option(2, "训练步数", minimum=1, maximum=100),
 }
 FP32 = {"param_bytes": 4, "grad_bytes": 4, "optim_bytes": 8}
@@ -102,13 +102,13 @@ def summarize(results, opts, ranks) -> Report:
         total = [r[kind]["moments"] + r[kind]["param_bytes"] + r[kind]["grad_bytes"] for r in results]
         exact = all(g == want for g in got)
         rows.append(Row(
-            f"{label}:每 rank 的 Adam 动量",
+            f"{label}：每 rank 的 Adam 动量",
             f"{fmt(pred.optim_state, 'MB', 4)}({pred.optim_state.to('B').magnitude:.0f} B)",
             " / ".join(fmt(Q_(g, "B"), "MB", 4) for g in got),
-            "逐字节相等" if exact else "不相等:张量无法平均分给各 rank", exact,
+            "逐字节相等" if exact else "不相等：张量无法平均分给各 rank", exact,
         ))
         rows.append(Row(
-            f"{label}:参数 + 梯度 + 动量",
+            f"{label}：参数 + 梯度 + 动量",
             fmt(pred.total, "MB", 4),
             " / ".join(fmt(Q_(t, "B"), "MB", 4) for t in total),
             "相等" if all(t == pred.total.to("B").magnitude for t in total) else "不相等",
@@ -117,15 +117,15 @@ def summarize(results, opts, ranks) -> Report:
         facts[kind] = {"predicted_moments": want, "moments": got, "predicted_total": pred.total.to("B").magnitude,
                        "total": total, "counters": [r[kind]["counters"] for r in results]}
     diff = max(r["max_abs_diff"] for r in results)
-    rows.append(Row("训练后参数:ZeRO-1 与普通 Adam", "相同", f"最大绝对差 {fmt_diff(diff)}",
+    rows.append(Row("训练后参数：ZeRO-1 与普通 Adam", "相同", f"最大绝对差 {fmt_diff(diff)}",
                     "一致" if diff <= 1e-6 else "不一致", diff <= 1e-6))
     facts["max_abs_diff"] = diff
     counters = facts["zero1"]["counters"]
     notes = (
-        f"{opts['layers']} 层 {opts['width']}×{opts['width']} 的 fp32 线性层,P = {P} 个参数,{ranks} 个 rank,训练 {opts['steps']} 步。",
-        "预测由 parallel_budget.zero_memory(P, dp=R, stage, param_bytes=4, grad_bytes=4, optim_bytes=8) 给出:纯 fp32 没有额外主副本,Adam 两个动量共 8 B/参数。",
-        f"Adam 另有每个张量一个 step 计数器(ZeRO-1 下每 rank {' / '.join(map(str, counters))} B),可以忽略,不计入上表。",
-        "ZeRO-1 只分摊优化器状态:参数和梯度每个 rank 仍是完整一份,所以总量远没有除以 R。",
+        f"{opts['layers']} 层 {opts['width']}×{opts['width']} 的 fp32 线性层，P = {P} 个参数，{ranks} 个 rank，训练 {opts['steps']} 步。",
+        "预测由 parallel_budget.zero_memory(P, dp=R, stage, param_bytes=4, grad_bytes=4, optim_bytes=8) 给出：纯 fp32 没有额外主副本，Adam 两个动量共 8 B/参数。",
+        f"Adam 另有每个张量一个 step 计数器（ZeRO-1 下每 rank {' / '.join(map(str, counters))} B），可以忽略，不计入上表。",
+        "ZeRO-1 只分摊优化器状态：参数和梯度每个 rank 仍是完整一份，所以总量远没有除以 R。",
     )
     return Report(TITLE, tuple(rows), notes, facts)
 

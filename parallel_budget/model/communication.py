@@ -59,7 +59,7 @@ def ring_allreduce(ranks, grad, bandwidth) -> RingAllReduce:
     send = g * (2 * (ranks - 1) / ranks)
     if bw.magnitude == 0:
         if send.magnitude > 0:
-            raise ValueError("ring_allreduce() 的参数 bandwidth 必须大于 0(有数据要发送时)。例如 \"25 GB/s\"")
+            raise ValueError("ring_allreduce() 的参数 bandwidth 必须大于 0（有数据要发送时）。例如 \"25 GB/s\"")
         bound = Q_(0.0, "s")
     else:
         bound = (send / bw).to("s")
@@ -100,7 +100,7 @@ def busbw(algbw, ranks, collective: str = "allreduce") -> pint.Quantity:
     key = str(collective).lower().replace("_", "").replace("-", "")
     if key not in _BUSBW_FACTORS:
         raise ValueError(
-            f"busbw() 的参数 collective 不认识 {collective!r}。可用:{', '.join(_BUSBW_FACTORS)}"
+            f"busbw() 的参数 collective 不认识 {collective!r}。可用：{'、'.join(_BUSBW_FACTORS)}"
         )
     return (bw * _BUSBW_FACTORS[key](n)).to("B/s")
 

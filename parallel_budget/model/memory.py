@@ -38,7 +38,7 @@ from .communication import ring_send_factor
 from .units import Q_, as_bandwidth, as_bytes, as_count, as_params, as_positive, fmt
 
 STAGE_SHARDS = {
-    0: "无:每个副本保存完整模型状态",
+    0: "无：每个副本保存完整模型状态",
     1: "优化器状态",
     2: "优化器状态 + 梯度",
     3: "优化器状态 + 梯度 + 参数",
@@ -81,7 +81,7 @@ class ZeroMemory:
 
 def _stage(stage) -> int:
     if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_memory() 的参数 stage 只能是 0、1、2、3(0 表示普通完整副本),收到 {stage!r}。")
+        raise ValueError(f"zero_memory() 的参数 stage 只能是 0、1、2、3（0 表示普通完整副本），收到 {stage!r}。")
     return int(stage)
 
 
@@ -138,7 +138,7 @@ class ZeroTable:
         return None
 
     def __repr__(self) -> str:
-        lines = [f"{r.name:<16} {fmt(r.total, digits=4):>10}   分摊:{r.sharded}" for r in self.rows]
+        lines = [f"{r.name:<16} {fmt(r.total, digits=4):>10}   分摊：{r.sharded}" for r in self.rows]
         return "ZeroTable(\n  " + "\n  ".join(lines) + "\n)"
 
 

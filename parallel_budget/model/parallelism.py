@@ -95,7 +95,7 @@ def pipeline_schedule(stage_times, microbatches) -> PipelineSchedule:
     from .units import as_time
 
     if isinstance(stage_times, (str, bytes)) or not hasattr(stage_times, "__iter__"):
-        raise ValueError("pipeline_schedule() 的参数 stage_times 需要每个阶段的时间列表,例如 [\"10 ms\", \"12 ms\"]。")
+        raise ValueError("pipeline_schedule() 的参数 stage_times 需要每个阶段的时间列表，例如 [\"10 ms\", \"12 ms\"]。")
     times = [as_time(t, arg=f"stage_times[{i}]", func="pipeline_schedule").magnitude for i, t in enumerate(stage_times)]
     if not times:
         raise ValueError("pipeline_schedule() 的参数 stage_times 至少需要一个阶段。")
@@ -171,7 +171,7 @@ def tp_allreduce(batch, seq, hidden, tp, layers, bytes_per_elem=2) -> TensorPara
     n_layers = as_count(layers, arg="layers", func="tp_allreduce")
     e = as_positive(bytes_per_elem, arg="bytes_per_elem", func="tp_allreduce")
     if t > 1 and h % t:
-        raise ValueError(f"tp_allreduce() 的参数 hidden={h} 不能被 tp={t} 整除:张量并行要把矩阵按列/行均分。")
+        raise ValueError(f"tp_allreduce() 的参数 hidden={h} 不能被 tp={t} 整除：张量并行要把矩阵按列/行均分。")
     count = 4 if t > 1 else 0
     message = Q_(float(b * s * h) * e, "B")
     per_layer = message * count
@@ -202,6 +202,12 @@ class PipelineInFlight:
     peak: int  # the worst stage (stage 0)
     activations: pint.Quantity  # peak * activation bytes of one microbatch on one stage
 
+    @property
+    def batch_fraction(self) -> float:
+        """The peak as a share of the whole batch's activations on one stage, when a fixed batch is split
+        into ``microbatches`` equal parts (each holds 1/m of it): GPipe 1 whatever m is, 1F1B p/m."""
+        return self.peak / self.microbatches
+
     def __repr__(self) -> str:
         return (
             f"PipelineInFlight(schedule={self.schedule!r}, stages={self.stages}, microbatches={self.microbatches}: "
@@ -214,7 +220,8 @@ def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_mic
 
     GPipe: m on every stage.  1F1B: min(p - i, m) on stage i.
     ``activation_per_microbatch`` (bytes one stage stores for one microbatch)
-    turns the peak count into bytes.
+    turns the peak count into bytes.  At a fixed batch, a microbatch is 1/m of it:
+    ``batch_fraction`` is the peak in units of the whole batch (GPipe 1, 1F1B p/m).
 
     >>> pipeline_in_flight(4, 8, "gpipe").peak, pipeline_in_flight(4, 8, "1f1b").peak
     (8, 4)
@@ -226,7 +233,7 @@ def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_mic
     key = str(schedule).lower().replace("-", "").replace("_", "")
     if key not in PIPELINE_SCHEDULES:
         raise ValueError(
-            f"pipeline_in_flight() 的参数 schedule 不认识 {schedule!r}。可用:\"gpipe\"、\"1f1b\"。"
+            f"pipeline_in_flight() 的参数 schedule 不认识 {schedule!r}。可用：\"gpipe\"、\"1f1b\"。"
         )
     act = as_bytes(activation_per_microbatch, arg="activation_per_microbatch", func="pipeline_in_flight")
     per_stage = tuple(m if key == "gpipe" else min(p - i, m) for i in range(p))

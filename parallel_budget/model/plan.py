@@ -181,14 +181,14 @@ def settings(*, layers, hidden, heads, seq, vocab, global_batch, params=None, ff
             raise ValueError(f"{func}() 的参数 {arg} 必须大于 0。例如 {arg}=\"25 GB/s\"" if "bw" in arg
                              else f"{func}() 的参数 {arg} 必须大于 0。例如 {arg}=\"80 GB\"")
     if s["hidden"] % s["heads"]:
-        raise ValueError(f"{func}() 的参数 heads={s['heads']} 必须整除 hidden={s['hidden']}。例如 hidden=4096, heads=32")
+        raise ValueError(f"{func}() 的参数 heads={s['heads']} 必须整除 hidden={s['hidden']}。例如 hidden=4096 配 heads=32")
     shape = T.model_params(s["layers"], s["hidden"], s["ffn"], s["gated"], s["vocab"], s["tied_embeddings"])
     s["params"] = shape if params is None else as_params(params, func=func)
     s["params_from_shape"] = params is None
     if (compute is None) == (peak_flops is None):
         raise ValueError(
             f"{func}() 需要 compute（一张卡算完整个全局 batch 的实测时间，如 \"120 s\"）或 peak_flops（每卡峰值 "
-            f"FLOP/s，如 312e12，配合 mfu）二者之一，收到 compute={compute!r}, peak_flops={peak_flops!r}。"
+            f"FLOP/s，如 312e12，配合 mfu）二者之一，收到 compute={compute!r}，peak_flops={peak_flops!r}。"
         )
     s["compute_single"] = None if compute is None else as_time(compute, arg="compute", func=func).magnitude
     s["peak_flops"] = None if peak_flops is None else as_positive(peak_flops, arg="peak_flops", func=func)

@@ -95,7 +95,7 @@ def step_time(compute_single, ranks, comm, overlap=0.0, backward_share=BACKWARD_
         raise ValueError('step_time() 的参数 compute_single 必须大于 0。例如 "400 ms"')
     if last > c:
         raise ValueError(
-            f"step_time() 的参数 last_bucket({fmt(last, digits=4)})不能超过全部通信 comm({fmt(c, digits=4)}):"
+            f"step_time() 的参数 last_bucket（{fmt(last, digits=4)}）不能超过全部通信 comm（{fmt(c, digits=4)}）："
             "最后一个桶只是通信的一部分。"
         )
     per_rank = t1 / ranks
@@ -147,7 +147,7 @@ def straggler_wait(arrivals, comm=0.0) -> StragglerWait:
     [200, 0]
     """
     if isinstance(arrivals, (str, bytes)) or not hasattr(arrivals, "__iter__"):
-        raise ValueError('straggler_wait() 的参数 arrivals 需要每个 rank 的到达前用时列表,例如 ["20 ms", "220 ms"]。')
+        raise ValueError('straggler_wait() 的参数 arrivals 需要每个 rank 的到达前用时列表，例如 ["20 ms", "220 ms"]。')
     ts = tuple(as_time(t, arg=f"arrivals[{i}]", func="straggler_wait").to("s") for i, t in enumerate(arrivals))
     if not ts:
         raise ValueError("straggler_wait() 的参数 arrivals 至少需要一个 rank。")

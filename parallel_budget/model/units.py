@@ -200,13 +200,13 @@ def as_count(value, *, arg: str, func: str = "", minimum: int = 1) -> int:
     """
     where = _where(func, arg)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+        raise ValueError(f"{where} 需要整数（≥ {minimum}），收到 {value!r}。例如 {arg}=4")
     if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+        raise ValueError(f"{where} 需要整数（≥ {minimum}），收到 {value!r}。例如 {arg}=4")
     if int(value) != value:
-        raise ValueError(f"{where} 需要整数(≥ {minimum}),收到 {value!r}。例如 {arg}=4")
+        raise ValueError(f"{where} 需要整数（≥ {minimum}），收到 {value!r}。例如 {arg}=4")
     if int(value) < minimum:
-        raise ValueError(f"{where} 至少为 {minimum},收到 {value!r}。")
+        raise ValueError(f"{where} 至少为 {minimum}，收到 {value!r}。")
     return int(value)
 
 
@@ -216,20 +216,20 @@ _COUNT_SUFFIX = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1
 def as_params(value, *, arg: str = "params", func: str = "") -> float:
     """A parameter count: ``1e9``, ``"1.3e9"``, ``"350M"``, ``"7B"`` (B = billion here)."""
     where = _where(func, arg)
-    accepted = '可写 1e9、"1.3e9"、"350M"、"7B"(B 表示十亿个参数)'
+    accepted = '可写 1e9、"1.3e9"、"350M"、"7B"（B 表示十亿个参数）'
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{where} 需要参数个数,收到 {value!r}。{accepted}")
+        raise ValueError(f"{where} 需要参数个数，收到 {value!r}。{accepted}")
     if isinstance(value, numbers.Real):
         n = float(value)
     elif isinstance(value, str):
         m = re.fullmatch(r"\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([kKMBGT]?)\s*", value)
         if not m:
-            raise ValueError(f"{where} 无法解析为参数个数:{value!r}。{accepted}")
+            raise ValueError(f"{where} 无法解析为参数个数：{value!r}。{accepted}")
         n = float(m.group(1)) * _COUNT_SUFFIX[m.group(2)]
     else:
-        raise ValueError(f"{where} 需要参数个数,收到 {type(value).__name__}。{accepted}")
+        raise ValueError(f"{where} 需要参数个数，收到 {type(value).__name__}。{accepted}")
     if not math.isfinite(n) or n <= 0:
-        raise ValueError(f"{where} 必须是正的有限数,收到 {value!r}。{accepted}")
+        raise ValueError(f"{where} 必须是正的有限数，收到 {value!r}。{accepted}")
     return n
 
 
@@ -237,9 +237,9 @@ def as_fraction(value, *, arg: str, func: str = "") -> float:
     """A number in [0, 1] (an overlap fraction, say)."""
     where = _where(func, arg)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{where} 需要 0 到 1 之间的数,收到 {value!r}。例如 {arg}=0.5")
+        raise ValueError(f"{where} 需要 0 到 1 之间的数，收到 {value!r}。例如 {arg}=0.5")
     if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{where} 需要 0 到 1 之间的数,收到 {value!r}。例如 {arg}=0.5")
+        raise ValueError(f"{where} 需要 0 到 1 之间的数，收到 {value!r}。例如 {arg}=0.5")
     return float(value)
 
 
@@ -254,7 +254,7 @@ def as_positive(value, *, arg: str, func: str = "", allow_zero: bool = False) ->
     )
     if not ok:
         need = "非负数" if allow_zero else "正数"
-        raise ValueError(f"{where} 需要有限的{need},收到 {value!r}。")
+        raise ValueError(f"{where} 需要有限的{need}，收到 {value!r}。")
     return float(value)
 
 

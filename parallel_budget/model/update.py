@@ -13,9 +13,9 @@ import numbers
 from dataclasses import dataclass
 
 REDUCTIONS = {
-    "mean": "all-reduce 求平均(或求和后除以 R 一次)",
+    "mean": "all-reduce 求平均（或求和后除以 R 一次）",
     "sum": "all-reduce 求和但没有除以 R",
-    "mean_twice": "求平均后又除以 R(平均做了两次)",
+    "mean_twice": "求平均后又除以 R（平均做了两次）",
 }
 
 
@@ -45,7 +45,7 @@ class DataParallelUpdate:
 
 def _real(x, arg):
     if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-        raise ValueError(f"data_parallel_update() 的参数 {arg} 需要有限的实数,收到 {x!r}。")
+        raise ValueError(f"data_parallel_update() 的参数 {arg} 需要有限的实数，收到 {x!r}。")
     return float(x)
 
 
@@ -58,13 +58,13 @@ def data_parallel_update(w, grads, lr, reduction="mean") -> DataParallelUpdate:
     w0 = _real(w, "w")
     lr_ = _real(lr, "lr")
     if isinstance(grads, (str, bytes)) or not hasattr(grads, "__iter__"):
-        raise ValueError("data_parallel_update() 的参数 grads 需要每个 rank 的本地梯度列表,例如 [2, 6]。")
+        raise ValueError("data_parallel_update() 的参数 grads 需要每个 rank 的本地梯度列表，例如 [2, 6]。")
     gs = tuple(_real(g, f"grads[{i}]") for i, g in enumerate(grads))
     if not gs:
         raise ValueError("data_parallel_update() 的参数 grads 至少要有一个 rank 的梯度。")
     if reduction not in REDUCTIONS:
         raise ValueError(
-            f"data_parallel_update() 的参数 reduction 只能是 {', '.join(map(repr, REDUCTIONS))},收到 {reduction!r}。"
+            f"data_parallel_update() 的参数 reduction 只能是 {'、'.join(map(repr, REDUCTIONS))}，收到 {reduction!r}。"
         )
     r = len(gs)
     mean = math.fsum(gs) / r

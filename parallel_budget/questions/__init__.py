@@ -28,7 +28,7 @@ def get(qid: str) -> Question:
     try:
         return QUESTIONS[qid]
     except KeyError:
-        raise KeyError(f"题库里没有题目 {qid!r}。已有:{', '.join(QUESTIONS)}") from None
+        raise KeyError(f"题库里没有题目 {qid!r}。已有：{'、'.join(QUESTIONS)}") from None
 
 
 __all__ = ["QUESTIONS", "CHAPTERS", "SEED_MAX", "Question", "check", "get"]

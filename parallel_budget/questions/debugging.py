@@ -16,8 +16,8 @@ QUESTIONS = (
          [Param("arrivals", [120, 125, 118, 190], ARRIVALS, "ms")],
          "4 个 rank 做数据并行，每一步从开始到调用梯度 all-reduce 之前分别用时 {arrivals}（依 rank 0、1、2、3）。"
          "哪个 rank 拖慢了所有人？（变量 slow_rank，整数）",
-         "集体通信要等每个 rank 都到齐，最后一个到的用时 {last|ms}：它就是 rank {answer|}。",
-         kind="int", hint="集体通信要等每个 rank 都到齐：看谁最后到。"),
+         "集合通信要等每个 rank 都到齐，最后一个到的用时 {last|ms}：它就是 rank {answer|}。",
+         kind="int", hint="集合通信要等每个 rank 都到齐：看谁最后到。"),
     make("debugging.nb05_late_step", CHAPTER, "NB05 第 C 部分 2", "late_step_ms", "straggler_step",
          [Param("arrivals", [120, 125, 118, 190], ARRIVALS, "ms"), Param("comm", 60, COMM, "ms")],
          TABLE + "这一步要多久？（变量 late_step_ms）",

@@ -117,5 +117,5 @@ def embed(body: str) -> str:
         return body
     unknown = [i for i in ids if i not in QUESTIONS]
     if unknown:
-        raise ValueError(f"练习框引用了题库里没有的题目：{', '.join(unknown)}。已有：{', '.join(QUESTIONS)}")
+        raise ValueError(f"练习框引用了题库里没有的题目：{'、'.join(unknown)}。已有：{'、'.join(QUESTIONS)}")
     return body + f'<script type="application/json" id="pb-bank">{bank_json(ids, summary)}</script>'

@@ -27,7 +27,7 @@ QUESTIONS = (
          _tp(4, 4096, 5120) + [Param("tp", 4, (2, 4, 8))],
          "Megatron 式张量并行，t = {tp}：每层前向两次、反向两次 all-reduce，每次的数据是 b × s × h 的 BF16 激活，"
          "b = {batch}、s = {seq}、h = {hidden}，按理想 ring 计。一层里每个 TP rank 一共发送多少？（变量 tp_send_per_layer_MB）",
-         "一次 all-reduce 的数据 b·s·h·2 字节 = {message|MB}，每层四次共 {per_layer|MB};ring 里每 rank 发送 2(t−1)/t 倍："
+         "一次 all-reduce 的数据 b·s·h·2 字节 = {message|MB}，每层四次共 {per_layer|MB}；ring 里每 rank 发送 2(t−1)/t 倍："
          "{answer|MB}。"),
     make("tppp.check_bubble", CHAPTER, "检查自己 1", "bubble_fraction", "bubble",
          [Param("stages", 8, STAGES), Param("micro", 8, MICRO)],
@@ -36,7 +36,7 @@ QUESTIONS = (
          kind="fraction"),
     make("tppp.check_tp_step", CHAPTER, "检查自己 2", "tp_per_step_GB", "tp_step",
          _tp(8, 2048, 4096) + [Param("tp", 1, (1, 2, 4, 8)), Param("layers", 32, (16, 32, 48))],
-         "张量并行度 t = {tp},b = {batch}、s = {seq}、h = {hidden}(BF16),{layers} 层；t > 1 时每层前向、反向各两次"
+         "张量并行度 t = {tp}，b = {batch}、s = {seq}、h = {hidden}（BF16），{layers} 层；t > 1 时每层前向、反向各两次"
          " all-reduce。每步层内 all-reduce 一共要交换多少数据？（变量 tp_per_step_GB）",
          "t = 1 时不切分，没有层内交换；否则每层四次、每次 {message|MB}，乘以层数：{answer|GB}。"),
 )

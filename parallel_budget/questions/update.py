@@ -26,6 +26,6 @@ QUESTIONS = (
          [Param("w", 1.0, W), Param("grads", [3, 9], GRADS), Param("lr", 0.05, LR)],
          "同步函数先用 op=\"mean\" 的 all-reduce 求平均，又把结果除以 world_size。所有 rank 从 w = {w} 开始，"
          "学习率 {lr}，本地梯度是 {grads}。用这段有问题的代码更新一次，w 变成多少？（变量 buggy_w）",
-         "平均梯度是 {mean|}，再除以 R 一次后变小；w = {w} − {lr} × 平均梯度 / R = {answer|}。"
-         "各 rank 仍然一致，但有效学习率只剩 1/R，所以和单卡对不上。"),
+         "平均梯度是 {mean|}，再除以 R 一次后变小；SGD 更新 w = {w} − {lr} × 平均梯度 / R = {answer|}。"
+         "各 rank 仍然一致，但对 SGD 来说有效学习率只剩原来的 1/R，所以和单卡对不上。"),
 )

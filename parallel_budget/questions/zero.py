@@ -21,7 +21,7 @@ QUESTIONS = (
          [Param("params", 7, PARAMS, "× 10⁹"), Param("dp", 8, DP), Param("act", 6, (2, 4, 6, 8, 12), "GB")],
          "同样是 {params} 参数、D = {dp}、ZeRO-2，" + STATE + "实测每张卡的激活峰值约 {act}。"
          "每张卡的“模型状态 + 激活”是多少？（变量 peak_GB，不计临时聚合）",
-         "ZeRO-2 的常驻状态 {z2|GB}，加上不随 D 缩小的激活 {act}:{answer|GB}。", fixed={"stage": 2}),
+         "ZeRO-2 的常驻状态 {z2|GB}，加上不随 D 缩小的激活 {act}：{answer|GB}。", fixed={"stage": 2}),
     make("zero.nb03_smallest", CHAPTER, "NB03 第 B 部分", "smallest_stage", "smallest_stage",
          [Param("params", 7, PARAMS, "× 10⁹"), Param("dp", 8, DP), Param("act", 6, (2, 4, 6, 8), "GB"),
           Param("memory", 40, (24, 40, 80), "GB")],
@@ -31,9 +31,9 @@ QUESTIONS = (
          kind="int", hint="逐个阶段算出常驻状态，再加上不随 D 分片的激活，和显存比较。"),
     make("zero.nb03_zero3_send", CHAPTER, "NB03 第 C 部分", "zero3_send_GB", "zero_send",
          [Param("params", 7, PARAMS, "× 10⁹"), Param("dp", 8, DP)],
-         "{params} 参数、D = {dp}，参数和梯度都按 BF16（每个 2 字节）传输，集体通信按理想 ring 计。"
+         "{params} 参数、D = {dp}，参数和梯度都按 BF16（每个 2 字节）传输，集合通信按理想 ring 计。"
          "用 ZeRO-3 时，每张卡每一步一共要发送多少数据？（变量 zero3_send_GB）",
-         "ZeRO-3 一步有三次集体通信：前向 all-gather 参数、反向再 all-gather 一次、reduce-scatter 梯度；"
+         "ZeRO-3 一步有三次集合通信：前向 all-gather 参数、反向再 all-gather 一次、reduce-scatter 梯度；"
          "每次每 rank 发送 (D−1)/D × 2N 字节，合计 {answer|GB}，是 DDP 的 {ddp|GB} 的 1.5 倍。", fixed={"stage": 3}),
     make("zero.check_stage", CHAPTER, "检查自己 1", "smallest_stage", "smallest_stage",
          [Param("params", 1, PARAMS, "× 10⁹"), Param("dp", 4, DP), Param("memory", 6, (4, 6, 8, 16, 24), "GB")],

@@ -209,7 +209,7 @@ function fieldValue(fd, raw) {
     const items = text.split(LIST_SEP).filter(Boolean);
     if (!items.length) {
       if (fd.optional) return [];
-      throw new Error('不能为空；用逗号或空格分隔，例如 2, 6');
+      throw new Error('不能为空；用逗号或空格分隔，例如“2, 6”');
     }
     const values = items.map((t) => checkNumber(t, fd));
     const [lo, hi] = fd.options || [0, Infinity];

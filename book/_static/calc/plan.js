@@ -190,7 +190,7 @@ const LABELS = {
   layers: '层数 L', hidden: '隐藏维度 h', heads: '注意力头数 a', seq: '序列长度 s', vocab: '词表大小', ffn: 'MLP 宽度',
   gated: '门控 MLP（SwiGLU）', params: '参数量（留空按形状推出）', global_batch: '全局 batch（序列数）', micro_batch: '微批次大小 b',
   dp: 'DP', tp: 'TP', pp: 'PP', zero_stage: 'ZeRO 阶段', schedule: '流水线调度', recompute: '重算', sequence_parallel: '序列并行',
-  param_bytes: '参数 字节/参数', grad_bytes: '梯度 字节/参数', optim_bytes: '优化器 字节/参数', devices_per_node: '每节点卡数',
+  param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', devices_per_node: '每节点卡数',
   device_memory: '每卡显存', memory_unit: '显存单位', intra_bw: '节点内单向带宽', intra_unit: '节点内带宽单位',
   inter_bw: '跨节点单向带宽（每卡）', inter_unit: '跨节点带宽单位', latency: '每轮延迟 α（µs）', peak_tflops: '每卡峰值（TFLOP/s）',
   mfu: 'MFU（0 到 1）', compute: '实测单卡整步计算（s，可留空）', overlap: 'DP 通信可重叠比例', devices: '搜索用的卡数',
