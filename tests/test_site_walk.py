@@ -157,3 +157,20 @@ def test_calculators_and_practice_filled_and_in_error(browser, base_url, axe_fil
     finally:
         tab.check()
     assert not problems, "\n".join(problems)
+
+
+def test_polish_of_every_page(built_site):
+    """Footer line on every page, the home page's title once, the colour-mode button named in Chinese, prompts without "10^9"?"""
+    import re
+
+    home = (built_site / "book" / "intro.html").read_text(encoding="utf-8")
+    title = re.search(r"<title>(.*?)</title>", home).group(1)
+    assert "&#8212;" not in title and "—" not in title, title
+    for path in site_pages(built_site):
+        page = (built_site / path).read_text(encoding="utf-8")
+        assert "本站所有计算在浏览器或构建时完成，不访问网络。" in page, path
+        assert 'aria-label="Color mode"' not in page and "切换颜色模式" in page, path
+    from parallel_budget import questions
+
+    for q in questions.QUESTIONS.values():  # a prompt is plain text: "7 × 10⁹", never "7 × 10^9"
+        assert "^" not in q.prompt(q.defaults()), q.id

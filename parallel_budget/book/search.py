@@ -31,21 +31,24 @@ from sphinx.search.zh import SearchChinese
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
+from .terms import TERMS as VOCABULARY
+
 logger = logging.getLogger(__name__)
 
 # The course's words a student types, that jieba would otherwise cut apart.
-TERMS = ("通信预算", "挂起", "方案构建器", "构建器", "流水线气泡", "集合通信", "集体通信", "单向有效带宽",
+TERMS = ("通信预算", "挂起", "方案构建器", "构建器", "流水线气泡", "集合通信", "单向有效带宽",
          "有效带宽", "计算器", "记录页", "练习框", "检查自己", "通信下界", "通信量", "步时", "加速比",
          "微批次", "气泡", "常驻状态", "数据并行", "张量并行", "流水线并行", "序列并行", "激活重算", "优化器状态")
 # Where the course teaches each of these words: the page a student searching for it should get first.
 TAUGHT = {
     "通信预算": "book/plan-record", "方案构建器": "book/plan-builder", "挂起": "book/debugging",
     "流水线气泡": "book/tp-pp", "微批次": "book/tp-pp", "集合通信": "book/two-rank-update",
-    "集体通信": "book/two-rank-update", "单向有效带宽": "book/ring-allreduce", "GB/s": "book/ring-allreduce",
+    "单向有效带宽": "book/ring-allreduce", "GB/s": "book/ring-allreduce",
     "Gb/s": "book/ring-allreduce",
 }
-# One concept, two names (集合通信 is the course's; 集体通信 is named in the glossary): a page holding either teaches both.
-SAME = {"集合通信": "集体通信", "集体通信": "集合通信"}
+# A student may type the word the course avoids (book/terms.py: the glossary names it once): it is in the
+# dictionary too, and finds first the page that teaches the course's word.
+ALSO = {t.avoid: t.use for t in VOCABULARY if re.fullmatch(r"[\u4e00-\u9fff]{2,8}", t.avoid)}
 GLOSSARY = Path(__file__).resolve().parents[2] / "book" / "glossary.md"
 DICT_NAME = "pb-search-dict.txt"
 
@@ -90,7 +93,7 @@ def glossary_terms(text: str) -> list[str]:
 
 def dictionary_lines() -> list[str]:
     """jieba user dictionary lines: one word each (jieba picks a frequency that keeps it whole)."""
-    words = list(TERMS) + glossary_terms(GLOSSARY.read_text(encoding="utf-8"))
+    words = list(TERMS) + list(ALSO) + glossary_terms(GLOSSARY.read_text(encoding="utf-8"))
     return [w for w in dict.fromkeys(words) if _HAN.match(w)]
 
 
@@ -164,13 +167,14 @@ class TaughtHere(SphinxPostTransform):
             return
         text = self.document.astext()
         for term in terms:
-            if term not in text and SAME.get(term, term) not in text:
+            if term not in text:
                 logger.warning(f"search.TAUGHT: “{term}” no longer occurs in {self.env.docname}; "
                                "update the map in parallel_budget/book/search.py", location=self.env.docname)
                 continue
             section = next((s for s in sections if term in s[0].astext()), sections[0])
             # The section's own id: the search shows that section's text as the excerpt.
-            section.insert(1, addnodes.index(entries=[("single", term, section["ids"][0], "main", None)]))
+            words = [term] + [other for other, use in ALSO.items() if use == term]
+            section.insert(1, addnodes.index(entries=[("single", w, section["ids"][0], "main", None) for w in words]))
 
 
 def write_dictionary(app) -> None:

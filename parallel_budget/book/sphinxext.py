@@ -87,7 +87,7 @@ def _add_tools(app, pagename, templatename, context, doctree):
 def _plain_home_title(app, pagename, templatename, context, doctree):
     """The home page's browser title is the book's title once, not "title — title"."""
     if pagename == app.config.root_doc and context.get("title") == context.get("docstitle"):
-        context["titlesuffix"] = ""
+        context["docstitle"] = ""  # basic/layout.html adds " — docstitle" only when there is one
 
 
 def _note_package_dependencies(app, docname, source):
