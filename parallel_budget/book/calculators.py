@@ -31,10 +31,11 @@ LIST_SEP = re.compile(r"[\s,，、;；]+")
 
 
 def _f(name, kind, default, lo=None, hi=None, *, lo_open=False, options=None, unit=None, optional=False, qty=None):
-    return {
+    field = {
         "name": name, "kind": kind, "default": default, "min": lo, "max": hi,
-        "min_open": lo_open, "options": options, "unit": unit, "optional": optional, "qty": qty,
+        "min_open": lo_open, "options": options, "unit": unit, "optional": optional,
     }
+    return {**field, "qty": qty} if qty else field  # only quantity fields carry "qty" (plan_vectors shares _f)
 
 
 # kind: "int", "num", "list" (numbers separated by commas/spaces), "params", "select", "qty".

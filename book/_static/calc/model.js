@@ -10,7 +10,7 @@ const LIST_SEP = /[\s,，、;；]+/;  // calculators.LIST_SEP: ASCII and full-wi
 
 const f = (name, kind, def, min = null, max = null, o = {}) => ({
   name, kind, default: def, min, max, min_open: !!o.open, options: o.options || null,
-  unit: o.unit || null, optional: !!o.optional, qty: o.qty || null,
+  unit: o.unit || null, optional: !!o.optional, ...(o.qty ? { qty: o.qty } : {}),
 });
 
 // Same fields and limits as parallel_budget.book.calculators.FIELDS (checked by the vectors).
