@@ -67,9 +67,12 @@ PROBE = """([minText, figureShare]) => {
 }"""
 
 AXE_RUN = """async (tags) => {
-  const r = await axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
-  return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 4).map((n) => n.target.join(' ')).join(' | ')}`);
+  const r = await axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'],
+    rules: { 'target-size': { enabled: true }, 'color-contrast': { enabled: true } } });
+  const ran = new Set([...r.violations, ...r.passes, ...r.incomplete, ...r.inapplicable].map((v) => v.id));
+  const missing = ['target-size', 'color-contrast'].filter((id) => !ran.has(id)).map((id) => `rule ${id} did not run`);
+  return missing.concat(r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 4).map((n) => n.target.join(' ')).join(' | ')}`));
 }"""
 
 
