@@ -65,8 +65,7 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbconvert.preprocessors.CoalesceStreamsPreprocessor",  # stdout chunking depends on timing; feedback must not
-    "nbgrader.preprocessors.LimitOutput",
-    "parallel_budget.grading.preprocessors.LimitOutputSize",
+    "parallel_budget.grading.preprocessors.LimitOutputSize",  # lines and characters (replaces nbgrader's LimitOutput)
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -74,7 +73,7 @@ c.Autograde.autograde_preprocessors = [
 # nbgrader registers these preprocessors without enabling them, and a plain nbconvert
 # preprocessor is off by default: without this line stream merging silently never runs.
 c.CoalesceStreamsPreprocessor.enabled = True
-c.LimitOutput.max_lines = 300
+c.LimitOutputSize.max_lines = 300
 c.LimitOutputSize.max_chars = 20000
 
 # The grade command ignores nbgrader's own export location and writes

@@ -29,7 +29,10 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
-from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, PlanSearch, plan_budget, search_plans
+from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, plan_budget
+from .model.plansearch import PlanSearch, search_plans
+from .model.presets import CLUSTERS, MODELS, preset
+from .model.scaling import PlanScaling, plan_scaling
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
 from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_auto, fmt_count, fmt_percent, parse, ureg
@@ -40,14 +43,17 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivationMemory",
     "BACKWARD_SHARE",
+    "CLUSTERS",
     "Collective",
     "CollectiveCheck",
     "DataParallelUpdate",
+    "MODELS",
     "PipelineBubble",
     "PipelineInFlight",
     "PipelineSchedule",
     "PlanBudget",
     "PlanMemory",
+    "PlanScaling",
     "PlanSearch",
     "Q_",
     "RingAllReduce",
@@ -77,6 +83,8 @@ __all__ = [
     "pipeline_in_flight",
     "pipeline_schedule",
     "plan_budget",
+    "plan_scaling",
+    "preset",
     "ring_allreduce",
     "ring_schedule",
     "ring_send_factor",

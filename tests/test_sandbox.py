@@ -110,3 +110,100 @@ def test_a_venv_under_tmp_is_bound_inside_the_scratch_not_hidden_by_it():
     args = sandbox.command(["true"], sandbox.Limits(), read_only=["/usr", "/tmp/ci-clone/.venv"])
     assert args.index(sandbox.SCRATCH) < args.index("/tmp/ci-clone/.venv")
     assert "--tmpfs" in args[: args.index("/tmp/ci-clone/.venv")]
+
+
+SYSV = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nKEY = 0x5EED\n"
+
+
+def test_nothing_of_one_kernel_reaches_the_next_on_the_same_worker():
+    """A writer leaves SysV shared memory, a semaphore set, a message queue and a full /dev/shm behind:
+    do the next kernels of the same fork server see none of it, can they take a multiprocessing.Lock,
+    and is their oom_score_adj 1000 (written before the uid switch)?"""
+    writer = _run([
+        SYSV + "seg = libc.shmget(KEY, 8 * 2**20, 0o1666)\naddr = libc.shmat(seg, None, 0)\n"
+               "ctypes.memset(addr, 65, 8 * 2**20)\nlibc.shmdt(ctypes.c_void_p(addr))\n"
+               "print(seg >= 0, libc.semget(KEY, 1, 0o1666) >= 0, libc.msgget(KEY, 0o1666) >= 0)",
+        "import multiprocessing\ntry:\n    open('/dev/shm/left', 'wb').write(b'x' * 32 * 2**20)\nexcept OSError as e:\n"
+        "    print('full', e.errno)\ntry:\n    multiprocessing.Lock()\n    print('lock ok')\nexcept OSError as e:\n"
+        "    print('lock', e.errno)",
+    ])
+    assert writer[0].split() == ["True", "True", "True"]
+    assert writer[1].split() == ["full", "28", "lock", "28"]  # ENOSPC: what the next student used to get
+    server = forkclient.server(LIMITS).process.pid
+    for _ in range(2):
+        reader = _run([
+            SYSV + "import os\nrows = [open('/proc/sysvipc/' + k).read().splitlines()[1:] for k in ('shm', 'sem', 'msg')]\n"
+                   "print(rows, libc.shmget(KEY, 0, 0), os.listdir('/dev/shm'))",
+            "import multiprocessing\nlock = multiprocessing.Lock()\nwith lock:\n    print('lock ok')",
+            "print(open('/proc/self/oom_score_adj').read().strip())",
+        ])
+        assert reader == ["[[], [], []] -1 []\n", "lock ok\n", "1000\n"], reader
+    assert forkclient.server(LIMITS).process.pid == server  # one worker's fork server throughout
+
+
+def test_the_kernel_environment_is_an_allow_list(monkeypatch):
+    """With secrets in the grader's environment, does a kernel see any of them (os.environ, /proc/self/environ,
+    its fork server's /proc/1/environ)?"""
+    secrets = {"AWS_SECRET_ACCESS_KEY": "pb-test-secret-aws", "JUPYTERHUB_API_TOKEN": "pb-test-secret-hub"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    out = _run(["import os\nprint(os.environ['HOME'], os.environ['LANG'], os.environ['PATH'])\nprint(dict(os.environ))",
+                "print(open('/proc/self/environ', 'rb').read())",
+                "try:\n    print(open('/proc/1/environ', 'rb').read())\nexcept OSError as e:\n    print(type(e).__name__)"])
+    text = "".join(out)
+    assert not [v for v in secrets.values() if v in text] and not [k for k in secrets if k in text], text
+    home, lang, path = out[0].splitlines()[0].split()
+    assert (home, lang) == (sandbox.HOME, "C.UTF-8") and path.split(":")[-3:] == ["/usr/local/bin", "/usr/bin", "/bin"]
+    assert "PermissionError" in out[2] or "HOME" in out[2]  # unreadable, or the clean environment
+
+
+def test_what_a_sandbox_writes_reaches_the_graders_log_bounded(capfd):
+    """A kernel writes 512 KB to its original stderr (past ipykernel's capture): does at most SANDBOX_BYTES of it
+    reach the grader's stderr (a worker's log), with one line saying the rest was dropped?"""
+    import time
+
+    from parallel_budget.grading.hostlog import SANDBOX_BYTES
+
+    forkclient.discard(LIMITS)  # a fresh sandbox: its whole allowance is this test's
+    _run(["import sys, os\nfor _ in range(8):\n    os.write(sys.stderr._original_stdstream_copy, b'E' * 65536)"])
+    err, deadline = "", time.monotonic() + 30
+    while "the rest is dropped" not in err and time.monotonic() < deadline:
+        time.sleep(0.2)
+        err += capfd.readouterr().err
+    assert "the rest is dropped" in err and 0 < err.count("E") <= SANDBOX_BYTES, (len(err), err[-200:])
+
+
+def test_earlier_runs_logs_are_pruned(tmp_path):
+    """At the start of a run: are earlier worker and student logs removed, and only the newest command logs kept?"""
+    import os as _os
+
+    from parallel_budget.grading import hostlog
+
+    for name in ("worker-1.log", "s001.log"):
+        (tmp_path / name).write_text("old")
+    for i in range(hostlog.KEEP_COMMAND_LOGS + 3):
+        path = tmp_path / f"command-{i:03d}.log"
+        path.write_text("trace")
+        _os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    hostlog.prune(tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f"command-{i:03d}.log" for i in range(3, hostlog.KEEP_COMMAND_LOGS + 3)]
+
+
+def test_the_grader_never_follows_a_kernels_symlink_out_of_the_sandbox(tmp_path):
+    """A kernel replaces its sockets by absolute symlinks to a socket on the grader's machine and drops its
+    connections (exec): does the grader's ZeroMQ, reconnecting every 10 ms, ever reach that socket?"""
+    trap_path = str(tmp_path / "trap.sock")
+    trap = socket.socket(socket.AF_UNIX)
+    trap.bind(trap_path)
+    trap.listen(64)
+    code = (f"import glob, os\nfor p in glob.glob('/tmp/ipc/kernel-*'):\n    os.unlink(p)\n    os.symlink({trap_path!r}, p)\n"
+            "os.execv('/bin/sleep', ['sleep', '5'])")
+    try:
+        _run([code], timeout=3)
+    except Exception:  # the cell never answers: its timeout, then a dead kernel
+        pass
+    trap.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        trap.accept()
+    trap.close()

@@ -2,74 +2,139 @@
 
 :func:`plan_panel` follows :class:`.widgets.Panel`: inputs by argument name, an
 HTML result recomputed by :func:`parallel_budget.plan_budget` on every change,
-the package's Chinese message on bad input.  The model shape is one of
-:data:`parallel_budget.SHAPES`; bandwidths and memory are text with units
-("25 GB/s", "200 Gb/s", "80 GB"), so bits and bytes are both accepted and the
-verdict says which it read.  ``search_rows`` lists the fastest fitting splits
-of ``devices`` from :func:`parallel_budget.search_plans`.
+the package's Chinese message on bad input; below it the three drawings of
+:mod:`.planfigures` (timeline, memory bar, scaling curve) for the same plan.
+Inputs come in groups, as on the site: model, batch, cluster, plan, and the
+advanced ones folded.  Models and clusters are presets (:mod:`parallel_budget.model.presets`);
+memory and bandwidths may be overridden as text with units ("80 GiB",
+"200 Gb/s"), so bits and bytes are both accepted and the verdict says which it read.
+``search_rows`` lists the fastest fitting splits of ``devices``.
 """
 
 from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..model.plan import SHAPES, plan_budget, search_plans
+from ..model.plan import plan_budget
+from ..model.plansearch import search_plans
+from ..model.presets import CLUSTERS, MODELS
+from ..model.scaling import plan_scaling
 from ..model.units import fmt, fmt_percent
-from .widgets import Panel, _float, _int, _text
+from . import planfigures, planlayout
+from .widgets import Panel, _int, _text
+
+GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw")),
+          ("方案", ("dp", "tp", "pp", "zero_stage", "schedule", "recompute")),
+          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "devices")))
 
 
-def _time(q) -> str:
-    return fmt(q, "s" if q.to("s").magnitude >= 1 else "ms")
+def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
+        overlap_grad_reduce) -> dict:
+    kw = dict(model=model, cluster=cluster, global_batch=global_batch, recompute=recompute, schedule=schedule,
+              overlap_param_gather=overlap_param_gather, overlap_grad_reduce=overlap_grad_reduce)
+    if str(device_memory).strip():
+        kw["device_memory"] = device_memory
+    if str(inter_bw).strip():
+        kw["inter_bw"] = inter_bw
+    return kw
 
 
-def _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, mfu):
-    return dict(**SHAPES[shape], global_batch=global_batch, recompute=recompute, schedule=schedule,
-                device_memory=device_memory, intra_bw=intra_bw, inter_bw=inter_bw, peak_flops=peak_flops, mfu=mfu)
-
-
-def _render(shape, global_batch, dp, tp, pp, zero_stage, micro_batch, recompute, schedule, device_memory,
-            intra_bw, inter_bw, peak_flops, mfu, devices):
-    kw = _kw(shape, global_batch, recompute, schedule, device_memory, intra_bw, inter_bw, peak_flops, mfu)
-    b = plan_budget(**kw, dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
+def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, dp, tp, pp, zero_stage, schedule,
+            recompute, overlap_param_gather, overlap_grad_reduce, devices):
+    kw = _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
+             overlap_grad_reduce)
+    split = dict(dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
+    b = plan_budget(**kw, **split)
     m = b.memory
+    t_ = planlayout.t_
     rows = [
-        ("每卡显存：状态 + 激活 + 临时", f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.temporary)} = {fmt(m.total)}"),
+        ("每卡显存：状态 + 激活 + 临时缓冲 + 重算工作区",
+         f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.gather)} + {fmt(m.working)} = {fmt(m.total)}"),
         ("放得下吗", "放得下" if b.fits else "放不下"),
-        ("步时：计算 / 暴露的通信 / 气泡", f"{_time(b.step)}：{_time(b.compute)} / {_time(b.exposed_comm)} / {_time(b.bubble)}"),
-        ("效率", fmt_percent(b.efficiency)),
+        ("步时：计算 / 暴露的通信 / 气泡", f"{t_(b.step.magnitude)}：{t_(b.compute.magnitude)} / "
+                                      f"{t_(b.exposed_comm.magnitude)} / {t_(b.bubble.magnitude)}"),
+        ("效率 / MFU / HFU", f"{fmt_percent(b.efficiency)} / {fmt_percent(b.mfu)} / {fmt_percent(b.hfu)}"),
     ]
-    rows += [(f"{c.name}（{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
-              f"每卡每步 {fmt(c.bytes)}，{_time(c.time)}") for c in b.comm]
+    rows += [(f"{c.name}（{c.what}，{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
+              f"每卡每步 {fmt(c.bytes)}，{c.calls} 次，{t_(c.time.magnitude)}，暴露 {t_(c.exposed.magnitude)}")
+             for c in b.comm]
     rows += [(f"结论 {i}", v) for i, v in enumerate(b.verdict, 1)]
-    return rows + search_rows(devices, **kw)
+    return rows + search_rows(devices, **kw), b, plan_scaling(**kw, **split)
 
 
 def search_rows(devices, top=5, **kw) -> list:
     """The ``top`` fastest fitting splits of ``devices`` as (label, text) rows."""
     r = search_plans(devices=devices, **kw)
     rows = [(f"搜索 {devices} 张卡", f"试了 {r.candidates} 种切分，放得下 {len(r)} 种")]
-    for i, p in enumerate(r.plans[:top], 1):
+    for i, p in enumerate(r[:top], 1):
         rows.append((f"第 {i} 名", f"DP={p.dp} TP={p.tp} PP={p.pp} ZeRO-{p.zero_stage} 微批次 {p.micro_batch}："
-                                   f"步时 {_time(p.step)}，每卡 {fmt(p.memory.total)}"))
+                                   f"步时 {planlayout.t_(p.step.magnitude)}，每卡 {fmt(p.memory.total)}"))
     return rows
 
 
-def plan_panel(shape="llama2-7b", global_batch=32, dp=16, tp=1, pp=1, zero_stage=2, micro_batch=1,
-               recompute="selective", schedule="1f1b", device_memory="80 GB", intra_bw="150 GB/s",
-               inter_bw="25 GB/s", peak_flops=312e12, mfu=0.4, devices=16) -> Panel:
-    """A panel for one plan of a public model shape, with the search's best splits below."""
-    dropdown = lambda options, value, label: widgets.Dropdown(options=options, value=value, description=label)  # noqa: E731
+class PlanPanel(Panel):
+    """:class:`.widgets.Panel` with grouped inputs (advanced folded) and the three drawings below the result."""
+
+    def __init__(self, title, controls, render, drawings=True):
+        self.drawings = widgets.Output()
+        self._draw = drawings
+        self._last = None
+        super().__init__(title, controls, self._rows(render))
+        boxes = [widgets.VBox([controls[k] for k in keys]) for _, keys in GROUPS]
+        folded = widgets.Accordion(children=[boxes[-1]], titles=(GROUPS[-1][0],))
+        self.children = (self.children[0], *[widgets.VBox([widgets.HTML(f"<b>{name}</b>"), box])
+                                             for (name, _), box in zip(GROUPS[:-1], boxes[:-1])],
+                         folded, self.result, self.drawings)
+
+    def _rows(self, render):
+        def rows(**values):
+            out, self._last, self._scaling = render(**values)
+            return out
+        return rows
+
+    def refresh(self, _change=None) -> str:
+        self._last = None
+        value = super().refresh(_change)
+        if hasattr(self, "drawings"):
+            self._show()
+        return value
+
+    def _show(self) -> None:
+        import io
+
+        from IPython.display import Image
+
+        self.drawings.outputs = ()
+        if not (self._draw and self._last is not None):
+            return
+        for fig in (planfigures.timeline_figure(planlayout.timeline_layout(self._last)),
+                    planfigures.memory_figure(planlayout.memory_layout(self._last)),
+                    planfigures.scaling_figure(planlayout.scaling_layout(self._scaling))):
+            png = io.BytesIO()
+            fig.savefig(png, format="png")
+            self.drawings.append_display_data(Image(data=png.getvalue()))
+
+
+def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_batch=1, device_memory="", inter_bw="",
+               dp=16, tp=1, pp=1, zero_stage=2, schedule="1f1b", recompute="none", overlap_param_gather=False,
+               overlap_grad_reduce=True, devices=16, drawings=True) -> Panel:
+    """A panel for one plan of a preset model and cluster, the search's best splits and the three drawings."""
+    def dropdown(options, value, label):
+        return widgets.Dropdown(options=options, value=value, description=label)
+
     controls = {
-        "shape": dropdown(list(SHAPES), shape, "模型形状"),
-        "global_batch": _int(global_batch, 1, 65536, "全局 batch"),
+        "model": dropdown(list(MODELS), model, "模型预设"),
+        "global_batch": _int(global_batch, 1, 65536, "全局 batch（序列数）"),
+        "micro_batch": _int(micro_batch, 1, 65536, "微批次大小"),
+        "cluster": dropdown(list(CLUSTERS), cluster, "集群预设"),
+        "device_memory": _text(device_memory, "每卡显存（留空按预设）"),
+        "inter_bw": _text(inter_bw, "跨节点带宽（留空按预设）"),
         "dp": _int(dp, 1, 4096, "DP"), "tp": _int(tp, 1, 4096, "TP"), "pp": _int(pp, 1, 4096, "PP"),
         "zero_stage": dropdown([0, 1, 2, 3], zero_stage, "ZeRO 阶段"),
-        "micro_batch": _int(micro_batch, 1, 65536, "微批次大小"),
+        "schedule": dropdown(["1f1b", "gpipe", "interleaved"], schedule, "流水线调度"),
         "recompute": dropdown(["none", "selective", "full"], recompute, "重算"),
-        "schedule": dropdown(["1f1b", "gpipe"], schedule, "流水线调度"),
-        "device_memory": _text(device_memory, "每卡显存"),
-        "intra_bw": _text(intra_bw, "节点内带宽"), "inter_bw": _text(inter_bw, "跨节点带宽（每卡）"),
-        "peak_flops": _float(peak_flops, "峰值 FLOP/s", step=1e12), "mfu": _float(mfu, "MFU", step=0.05),
+        "overlap_param_gather": widgets.Checkbox(value=overlap_param_gather, description="参数 all-gather 与下一步前向重叠"),
+        "overlap_grad_reduce": widgets.Checkbox(value=overlap_grad_reduce, description="梯度归约跟在反向后面"),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
     }
-    return Panel("方案构建器：显存、通信与步时", controls, _render)
+    return PlanPanel("方案构建器：显存、通信与一步的时间线", controls, _render, drawings)

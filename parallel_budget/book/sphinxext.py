@@ -9,7 +9,7 @@ and a stylesheet) are added only to pages that mount them, i.e. whose body holds
 ``class="pb-calc"`` or ``class="pb-record"``.  They are classic deferred scripts,
 not ES modules, because browsers refuse module scripts from ``file://`` and the
 site must work when opened straight from disk.  The site serves them minified
-(:mod:`.minified`: one budget, ``minified.BUDGET``, for all of them); the readable files stay in
+(:mod:`.minified`: one budget for all of them); the readable files stay in
 ``book/_static/calc``.
 
 Never stale (issue 16): every page that imports the package depends, through
@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
 CALC_CSS = "calc/calc.css"
 MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
-# The plan builder (a larger script) only where it is mounted, after model.js and before main.js.
-PLAN_JS = "calc/plan.js"
+# The plan builder (model and view, larger scripts) only where it is mounted, after model.js and before main.js.
+PLAN_JS = ("calc/plan.js", "calc/planview.js")
+PLAN_CSS = "calc/plan.css"
 KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
 # Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.
 PRACTICE = re.compile(r"""class=["']pb-practice""")
@@ -74,7 +75,8 @@ def _add_tools(app, pagename, templatename, context, doctree):
         if "plan" in kinds:  # ui.js only for other calculators, record.js only for the record form
             model, ui, record, main = CALC_JS
             scripts = (model, *([ui] if kinds - {"plan"} else []), *([record] if "pb-record" in body else []),
-                       PLAN_JS, main)
+                       *PLAN_JS, main)
+            app.add_css_file(PLAN_CSS)
         for js in scripts:
             app.add_js_file(js, defer="defer")
     if PRACTICE.search(body):

@@ -14,8 +14,9 @@ rewrites that student's feedback from the live gradebook with
 
 Every feedback file uses the template in ``templates/pb_feedback`` (nbgrader's
 feedback template with Chinese labels and MathJax loaded from
-``autograde/feedback/_mathjax/``, a copy of the MathJax the book vendors) and
-:class:`.privacy.StudentView`.
+``autograde/feedback/_mathjax/``, a copy of the MathJax the book vendors),
+:class:`.privacy.StudentView` and :mod:`.inert` (the student's Markdown and
+outputs sanitized with nh3: a feedback page runs no script but MathJax).
 """
 
 from __future__ import annotations
@@ -112,13 +113,14 @@ def feedback_config(cfg):
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.preprocessors import GetGrades
 
+    from .inert import InertOutputs, configure
     from .privacy import StudentView
 
     nbgrader_templates = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
     cfg.HTMLExporter.template_name = "pb_feedback"
     cfg.HTMLExporter.extra_template_basedirs = [str(TEMPLATES), str(nbgrader_templates)]
-    cfg.GenerateFeedback.preprocessors = [StudentView, GetGrades, CSSHTMLHeaderPreprocessor]
-    return cfg
+    cfg.GenerateFeedback.preprocessors = [StudentView, InertOutputs, GetGrades, CSSHTMLHeaderPreprocessor]
+    return configure(cfg)
 
 
 def _generate(cfg, student: str, assignment: str) -> None:

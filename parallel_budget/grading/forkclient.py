@@ -24,7 +24,8 @@ import threading
 
 from ..pidfd import PidfdChild, stop_server
 from . import sandbox
-from .forkserver import MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
+from .hostlog import BoundedSink
+from .forkserver import KERNEL_ENV, MAX_MESSAGE, MODULES, PER_KERNEL_ENV, SERVER_CWD, SERVER_ENV
 
 REQUEST_TIMEOUT = 10.0  # seconds a launch or status request may take before the server is given up
 log = logging.getLogger("parallel_budget.grading")
@@ -82,13 +83,16 @@ class ForkServer:
         fds, info_r = [theirs.fileno()], None
         if self.sandboxed:
             spec.update(limits=json.loads(limits.to_json()), uid=sandbox.sandbox_uid() if os.geteuid() == 0 else None)
-            env.update(sandbox.ENV)
+            env = sandbox.clean_env(env, keep=KERNEL_ENV)  # its /proc/<pid>/environ is what its kernels can read
             info_r, info_w = os.pipe()
             fds.append(info_w)
             argv = sandbox.command(argv + [json.dumps(spec)], limits, info_fd=info_w)
         else:
             argv.append(json.dumps(spec))
-        self.process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, cwd=SERVER_CWD, env=env)
+        sink = BoundedSink()  # what the server and its kernels write to fd 1/2 reaches the worker's log, bounded
+        self.process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd,
+                                        cwd=SERVER_CWD, env=env)
+        sink.close_writer()
         theirs.close()
         self.root = ""  # prefix that turns a path inside the sandbox into one the grader can open
         if info_r is not None:
@@ -112,6 +116,8 @@ class ForkServer:
             self.close()
             raise ForkServerError(f"fork server exited with {self.process.wait()}")
         self.threads = hello["threads"]
+        for problem in hello.get("problems", []):
+            log.warning("Sandbox set-up incomplete: %s", problem)
         self._sock.settimeout(REQUEST_TIMEOUT)
 
     def accepts(self, cmd: list, env: dict) -> bool:

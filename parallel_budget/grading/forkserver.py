@@ -19,9 +19,10 @@ and is killed with it.  So a grader that dies leaves no kernel behind.
 
 Sandboxed (:mod:`.sandbox`), the fork server is the first process of a
 bubblewrap sandbox (PID 1 of its PID namespace, which its kernels cannot
-signal).  Before each launch it kills every process left in the sandbox and
-empties the sandbox's ``/tmp``, so a kernel finds nothing of the one before
-it; it kills a kernel that outlives ``Limits.wall_seconds``.  The child writes
+signal).  Before each launch it kills every process left in the sandbox,
+empties the sandbox's ``/tmp`` and ``/dev/shm`` and removes its System V IPC
+objects, so a kernel finds nothing of the one before it; its environment is
+an allow-list (:func:`.sandbox.clean_env`), never the grader's; it kills a kernel that outlives ``Limits.wall_seconds``.  The child writes
 the kernel's connection file (``ipc`` transport) into its own ``/tmp``.
 
 nbgrader uses it through :mod:`.warmkernels` (the jupyter_client glue), which
@@ -37,13 +38,11 @@ Run as ``python -m parallel_budget.grading.forkserver <fd> <spec>`` by :class:`F
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -74,6 +73,8 @@ MODULES = ("ipykernel_launcher", "parallel_budget.grading.fnhost")
 PER_KERNEL_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "JPY_INTERRUPT_EVENT", "IPY_INTERRUPT_EVENT")
 # Single-threaded BLAS while preloading, so the fork server has no thread to lose at fork().
 SERVER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# What a sandboxed fork server and its kernels take from the environment they are given (sandbox.clean_env).
+KERNEL_ENV = (*PER_KERNEL_ENV, *SERVER_ENV, "PYDEVD_DISABLE_FILE_VALIDATION")
 MAX_MESSAGE = 1 << 20
 SERVER_CWD = "/"  # nothing importable from the caller's folder shadows the preloaded modules
 _PR_SET_PDEATHSIG = 1
@@ -97,7 +98,7 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _clear_sandbox() -> None:
-    """PID 1 of a sandbox, before a launch: kill every other process in it and empty /tmp."""
+    """PID 1 of a sandbox, before a launch: kill every other process in it, empty /tmp and /dev/shm, remove SysV IPC."""
     if os.getpid() != 1:  # never outside a PID namespace: kill(-1) would reach the grader's processes
         return
     try:
@@ -109,15 +110,9 @@ def _clear_sandbox() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    keep = sandbox.scratch_mounts()
-    for entry in os.scandir(sandbox.SCRATCH):
-        if entry.name in keep:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
+    sandbox.empty_folder(sandbox.SCRATCH, keep=sandbox.scratch_mounts())
+    sandbox.empty_folder(sandbox.SHM)  # POSIX shared memory and named semaphores (multiprocessing.Lock)
+    sandbox.clear_ipc()  # System V segments outlive their processes
     for path in (sandbox.HOME, sandbox.WORK, os.path.dirname(sandbox.IPC)):
         os.makedirs(path, exist_ok=True)
 
@@ -202,7 +197,7 @@ def _become(request: dict, env_changes: dict, sandboxed: bool) -> None:
     env = dict(request["env"])
     if sandboxed:
         cwd = sandbox.WORK
-        env.update(sandbox.ENV)
+        env = sandbox.clean_env(env, keep=KERNEL_ENV)
         env["JPY_PARENT_PID"] = "1"  # the fork server is PID 1 here: no parent poller (PDEATHSIG ends us)
         if request.get("connection"):  # the kernel's connection file, in the sandbox's own /tmp
             info = dict(request["connection"], transport="ipc", ip=sandbox.IPC)
@@ -234,8 +229,9 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     spec = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     sandboxed = spec.get("sandbox", False)
+    problems = []
     if sandboxed:
-        sandbox.enter(sandbox.Limits(**spec["limits"]), spec.get("uid"))
+        problems = sandbox.enter(sandbox.Limits(**spec["limits"]), spec.get("uid"))
         _prctl(4, 0)  # PR_SET_DUMPABLE 0: no kernel may read or trace this process
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(signum, signal.SIG_DFL)  # PID 1 ignores what its namespace sends it
@@ -249,7 +245,7 @@ def main() -> None:
     if leaked:
         sys.exit(f"fork server: preloading imported {leaked}, whose import-time settings must be the kernel's")
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else threading.active_count()
-    sock.send(json.dumps({"ready": True, "threads": threads}).encode())
+    sock.send(json.dumps({"ready": True, "threads": threads, "problems": problems}).encode())
     request = _serve(sock, spec)
     if request is None:
         sys.exit(0)

@@ -14,6 +14,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -107,8 +108,54 @@ def release_cells(base: Path, assignment: str) -> dict:
     return out
 
 
+def max_scores(db: Path, assignment: str) -> dict:
+    """{notebook: {grade_id: points}} of every graded cell of ``assignment`` in a gradebook."""
+    con = sqlite3.connect(str(db))
+    try:
+        rows = con.execute("SELECT n.name, bc.name, gc.max_score FROM grade_cells gc JOIN base_cell bc ON gc.id = bc.id "
+                           "JOIN notebook n ON bc.notebook_id = n.id JOIN assignment a ON n.assignment_id = a.id "
+                           "WHERE a.name = ?", (assignment,)).fetchall()
+    except sqlite3.OperationalError:
+        rows = []
+    finally:
+        con.close()
+    out: dict = {}
+    for nb, gid, points in rows:
+        out.setdefault(nb, {})[gid] = float(points)
+    return out
+
+
+# A spreadsheet (Excel, LibreOffice, Google Sheets) reads a CSV cell that starts with one of these as a
+# formula (OWASP "CSV injection"); the full-width forms too, which some IMEs turn into the ASCII ones.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(value) -> str:
+    """A CSV cell that a spreadsheet shows as the text it is.
+
+    A cell that starts like a formula gets a leading apostrophe (``'=HYPERLINK(...)``), which spreadsheets
+    hide and read as "this is text".  A plain number (``-2.5``, ``+1e3``) is left alone, so a negative score
+    stays a number: it cannot be a formula.  Everything the grader writes to a CSV passes through here.
+    """
+    text = "" if value is None else str(value)
+    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _write_csv(path: Path, rows) -> None:
+    """Write ``rows`` to ``path`` atomically, every cell through :func:`spreadsheet_safe`."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        for row in rows:
+            w.writerow([spreadsheet_safe(cell) for cell in row])
+    os.replace(tmp, path)
+
+
 def export(course: Course) -> None:
-    """Write autograde/grades.csv (nbgrader's CSV export) and autograde/integrity.csv."""
+    """Write autograde/grades.csv (nbgrader's CSV export) and autograde/integrity.csv, safe for spreadsheets."""
     if not course.gradebook.exists():
         return
     from nbgrader.api import Gradebook
@@ -116,20 +163,18 @@ def export(course: Course) -> None:
 
     from .integrity import TRICKS
 
-    tmp = course.grades_csv.with_suffix(".tmp")
+    raw = course.grades_csv.with_suffix(".raw")
     plugin = CsvExportPlugin(config=load_config(course))
-    plugin.to = str(tmp)
+    plugin.to = str(raw)
     with Gradebook("sqlite:///" + str(course.gradebook)) as gb:
         plugin.export(gb)
-    os.replace(tmp, course.grades_csv)
+    with open(raw, newline="", encoding="utf-8") as fh:
+        _write_csv(course.grades_csv, list(csv.reader(fh)))
+    raw.unlink()
     con = connect(course.gradebook)
     rows = con.execute("SELECT student_id, assignment, notebook, cell, trick, detail FROM pb_integrity "
                        "ORDER BY student_id, assignment, notebook, cell, trick, detail").fetchall()
     con.close()
-    tmp = course.integrity_csv.with_suffix(".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["student_id", "assignment", "notebook", "cell", "trick", "what", "evidence"])
-        for student, assignment, nb, cell, trick, detail in rows:
-            w.writerow([student, assignment, nb, cell, trick, TRICKS.get(trick, trick), detail])
-    os.replace(tmp, course.integrity_csv)
+    _write_csv(course.integrity_csv, [["student_id", "assignment", "notebook", "cell", "trick", "what", "evidence"]]
+               + [[student, assignment, nb, cell, trick, TRICKS.get(trick, trick), detail]
+                  for student, assignment, nb, cell, trick, detail in rows])

@@ -7,7 +7,8 @@ notebooks of one student:
   the student wrote, for the tricks listed in :data:`TRICKS`;
 * :func:`compare_cells` -- test cells deleted, edited or duplicated against the
   source notebook (nbgrader restores edited ones from the gradebook, but the
-  attempt is reported);
+  attempt is reported); :func:`edited_points` -- graded cells whose points
+  were changed (restored by nbgrader too, reported the same way);
 * :func:`check_receipts` -- every test cell that nbgrader scored as passed must
   show the receipt line the course's checks print (:data:`.checks.RECEIPT`);
   a passing cell without it did not run its checks (an input transformer
@@ -38,6 +39,7 @@ TRICKS = {
     "missing_notebook": "没有提交这本 notebook，记 0 分",
     "deleted_test_cell": "删除了测试单元；对应的分数记 0",
     "edited_test_cell": "修改了测试单元；nbgrader 已按源文件恢复并重新评分",
+    "edited_points": "改动了计分单元的分值（points）；nbgrader 已按成绩册恢复原分值",
     "duplicated_test_cell": "复制了测试单元（grade_id 重复）；nbgrader 只保留第一个",
     "skip_tests": "改写 IPython 的输入变换或事件钩子，可能让测试单元不执行",
     "rebind_builtins": "改写了 Python 内置函数或异常",
@@ -249,6 +251,26 @@ def compare_cells(student, notebook, submitted_nb, release_cells: dict) -> list[
         if is_test and gid not in seen:
             findings.append(Finding(student, notebook, gid, "deleted_test_cell"))
     return findings
+
+
+def edited_points(student, notebook, submitted_nb, points: dict) -> list[Finding]:
+    """Graded cells whose ``points`` the student changed (nbgrader restores them silently; reported here).
+
+    ``points`` maps grade_id -> the points the gradebook holds (:func:`.gradebook.max_scores`).
+    """
+    found = {}
+    for cell in submitted_nb.get("cells", []):
+        m = _meta(cell)
+        gid = m.get("grade_id")
+        if gid not in points or gid in found or "points" not in m:
+            continue
+        try:
+            given = float(m["points"])
+        except (TypeError, ValueError):
+            given = None
+        if given != points[gid]:
+            found[gid] = Finding(student, notebook, gid, "edited_points", f"{str(m['points'])[:20]} 分（应为 {points[gid]:g} 分）")
+    return list(found.values())
 
 
 def drop_duplicate_grade_cells(nb: dict) -> int:

@@ -2,8 +2,13 @@
 
 ``python -m parallel_budget.grading formgrader`` starts JupyterLab with this
 extension, rooted at the course root (so Preview and "Open live notebook"
-reach ``solutions/`` and ``autograde/autograded/``).  It changes three things
+reach ``solutions/`` and ``autograde/autograded/``).  It changes four things
 in nbgrader 0.9.6's formgrader, inside this server only:
+
+* a submission is shown inert (issue 22): nbgrader renders it as nbconvert
+  HTML on the Jupyter origin, so a student's ``<script>``, ``onerror`` or
+  ``display(Javascript(...))`` would run as the logged-in instructor; the
+  page's exporter sanitizes Markdown and outputs with :mod:`.inert` (nh3);
 
 * the grading page uses ``templates/pb_formgrade``: MathJax 3 from the copy
   the book vendors, served at ``<base_url>/pb-mathjax/`` (no CDN), and a
@@ -25,6 +30,7 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Unicode
 
+from . import inert
 from .feedback import TEMPLATES, mathjax_source
 
 BEGIN, END = "BEGIN MARK SCHEME", "END MARK SCHEME"
@@ -87,12 +93,13 @@ def formgrade_exporter(formgrader):
     from traitlets.config import Config
 
     nbgrader_templates = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
-    cfg = Config(formgrader.config)
+    cfg = inert.configure(Config(formgrader.config))
     cfg.HTMLExporter.template_name = "pb_formgrade"
     cfg.HTMLExporter.extra_template_basedirs = [str(TEMPLATES), str(nbgrader_templates)]
     exporter = HTMLExporter(config=cfg)
     coursedir = formgrader.coursedir
     source = os.path.join(coursedir.root, coursedir.source_directory)
+    exporter.register_preprocessor(inert.InertOutputs(), enabled=True)
     exporter.register_preprocessor(MarkSchemes(source_root=source), enabled=True)
     return exporter
 
@@ -136,7 +143,7 @@ def _load_jupyter_server_extension(serverapp) -> None:
     route = url_path_join(web_app.settings["base_url"], "pb-mathjax/(.*)")
     web_app.add_handlers(".*$", [(route, StaticFileHandler, {"path": str(mathjax_source())})])
     _patch_formgrader()
-    serverapp.log.info("parallel_budget.grading.lab: offline MathJax, mark schemes, fresh gradebook reads")
+    serverapp.log.info("parallel_budget.grading.lab: inert submissions, offline MathJax, mark schemes, fresh gradebook reads")
 
 
 load_jupyter_server_extension = _load_jupyter_server_extension

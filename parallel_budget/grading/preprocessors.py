@@ -9,8 +9,10 @@
   ``c.ResilientExecute.fork_kernels = False``.
   With per-student numbers (``c.Variants.enabled``) a varied test cell expects
   the values of the student whose submission folder it is (:mod:`.personal`).
-* :class:`LimitOutputSize` -- caps the characters of every output of a cell
-  (nbgrader's ``LimitOutput`` only counts lines, so one 100 MB line passes).
+* :class:`LimitOutputSize` -- caps the lines of a cell's stream output and the
+  characters of every output (nbgrader's ``LimitOutput``, which it replaces,
+  only counts lines, so one 100 MB line passed, and its English mark went
+  unreported: a million short lines were never flagged).
 """
 
 from __future__ import annotations
@@ -207,18 +209,37 @@ class ResilientExecute(Execute):
 
 
 class LimitOutputSize(NbGraderPreprocessor):
-    """Cut every text output of a code cell to ``max_chars`` characters."""
+    """Cut a code cell's stream output to ``max_lines`` lines and every text output to ``max_chars`` characters.
+
+    It replaces nbgrader's ``LimitOutput`` (which counts lines only and marks a cut in English): every cut
+    ends with one Chinese line, ``输出过长,已截断``, which the integrity scan reports as ``huge_output``.
+    """
 
     max_chars = Integer(20000, help="Characters kept of each output (stream text or text/plain).").tag(config=True)
+    max_lines = Integer(300, help="Lines kept of a cell's stream output, all streams together.").tag(config=True)
 
     def _cut(self, text: str) -> str:
         if len(text) <= self.max_chars:
             return text
         return text[: self.max_chars] + f"\n... 输出过长，已截断（共 {len(text)} 个字符）...\n"
 
+    def _cut_lines(self, outputs) -> list:
+        left, kept = self.max_lines, []
+        for output in outputs:
+            if output.output_type == "stream":
+                if left <= 0:
+                    continue
+                lines = output.text.splitlines(keepends=True)
+                if len(lines) > left:
+                    output.text = "".join(lines[:left]) + f"\n... 输出过长，已截断（共 {len(lines)} 行，只保留前 {left} 行）...\n"
+                left -= len(lines)
+            kept.append(output)
+        return kept
+
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type != "code":
             return cell, resources
+        cell.outputs = self._cut_lines(cell.outputs)
         for output in cell.outputs:
             if output.output_type == "stream":
                 output.text = self._cut(output.text)

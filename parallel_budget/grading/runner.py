@@ -55,7 +55,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from .collect import collect, digest_folder
-from . import personal
+from . import hostlog, personal
 from .course import Course, CourseError, load_config
 from .feedback import course_feedback, install_mathjax, task_marks
 from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
@@ -252,6 +252,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
 
         logs = course.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        hostlog.prune(logs)  # earlier runs' worker and student logs
 
         def report(res):
             if not res["ok"]:

@@ -4,7 +4,9 @@ Every grading kernel runs inside ``bwrap`` (Debian's ``bubblewrap``) with
 
 * no network: its own network namespace (loopback only, nothing listens);
   the grader reaches the kernel over jupyter_client's ``ipc`` transport, Unix
-  sockets in the sandbox's own ``/tmp``, through ``/proc/<pid>/root``;
+  sockets in the sandbox's own ``/tmp``, each pinned by a descriptor opened
+  through ``/proc/<pid>/root`` before student code runs (:class:`PinnedSockets`:
+  a symlink the kernel plants later is never followed);
 * a read-only view of the system (``/usr``, ``/etc``, the Python installation,
   the virtualenv and the ``parallel_budget`` package, nothing else: no course
   repository, no ``solutions/``, no gradebook, no other student, no home);
@@ -12,15 +14,19 @@ Every grading kernel runs inside ``bwrap`` (Debian's ``bubblewrap``) with
   folder, home and sockets), and a capped ``/dev/shm``;
 * its own PID, IPC and UTS namespaces: it sees and can signal only its own
   processes, and its first process (the fork server) is PID 1, which the
-  kernels cannot kill;
+  kernels cannot kill; before each kernel the fork server empties ``/tmp``
+  and ``/dev/shm`` and removes every System V IPC object (:func:`clear_ipc`),
+  so nothing of one student reaches the next;
+* an environment from an allow-list (:func:`clean_env`), never the grader's;
 * limits (:class:`Limits`, set as hard rlimits before any student code runs):
   address space (2 GB default), CPU seconds, processes, open files, the size
   of one written file; the kernel's wall time is enforced by the fork server
   and the cell timeout;
 * no privileges: run by root, bwrap keeps only ``CAP_SETUID``/``CAP_SETGID``
   for the payload's first line, which switches to an unprivileged uid of its
-  own (``1000000 + worker pid``) and so drops every capability; run by an
-  ordinary user, bwrap uses an unprivileged user namespace.
+  own (``1000000 + worker pid``) and so drops every capability (its
+  ``oom_score_adj`` is raised to 1000 first); run by an ordinary user, bwrap
+  uses an unprivileged user namespace.
 
 :func:`unavailable` says, in Chinese, why no sandbox can be had here and how
 to enable one; the grade command then refuses unless ``--no-sandbox``.
@@ -28,6 +34,7 @@ to enable one; the grade command then refuses unless ``--no-sandbox``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -43,11 +50,15 @@ SCRATCH = "/tmp"
 IPC = "/tmp/ipc/kernel"  # jupyter_client ipc "ip": sockets are <IPC>-<port>
 WORK = "/tmp/work"  # the kernel's working folder
 HOME = "/tmp/home"
-ENV = {  # set for the fork server and every kernel, over the grader's environment
+ENV = {  # part of the environment of the fork server and every kernel (see clean_env)
     "HOME": HOME, "TMPDIR": SCRATCH, "IPYTHONDIR": HOME + "/.ipython", "MPLCONFIGDIR": HOME + "/.matplotlib",
     "JUPYTER_RUNTIME_DIR": HOME + "/runtime", "JUPYTER_DATA_DIR": HOME + "/data", "JUPYTER_CONFIG_DIR": HOME + "/config",
-    "XDG_CACHE_HOME": HOME + "/.cache", "PYTHONDONTWRITEBYTECODE": "1",
+    "XDG_CACHE_HOME": HOME + "/.cache", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
 }
+# Variables a sandboxed process may take from the grader's environment: where Python finds the course package.
+# Everything else (cloud keys, JUPYTERHUB_API_TOKEN, the instructor's JUPYTERHUB_USER...) stays outside.
+PASS_THROUGH = ("PYTHONPATH",)
+OOM_SCORE_ADJ = 1000  # under memory pressure the OOM killer takes sandboxed processes first
 UID_BASE = 1_000_000
 HOW_TO_ENABLE = (
     "请安装 bubblewrap（Debian/Ubuntu：sudo apt-get install bubblewrap；或运行 scripts/setup.sh），"
@@ -151,12 +162,45 @@ def command(argv: list, limits: Limits, info_fd: int | None = None, *, privilege
     return args + ["--", *argv]
 
 
+def clean_env(given: dict, keep=()) -> dict:
+    """The whole environment of a sandboxed process: an allow-list, never the grader's environment.
+
+    ``PATH`` is this interpreter's folder and the system's, ``LANG`` is C.UTF-8, ``HOME`` and the
+    Jupyter/IPython/matplotlib folders are in the sandbox's ``/tmp`` (:data:`ENV`); from ``given`` only
+    :data:`PASS_THROUGH` and the names in ``keep`` (the kernel's own ``JPY_*`` variables, BLAS threads).
+    """
+    env = {"PATH": os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])),
+           **ENV}
+    for name in (*PASS_THROUGH, *keep):
+        if name in given:
+            env[name] = given[name]
+    return env
+
+
 def sandbox_uid(owner_pid: int | None = None) -> int:
     return UID_BASE + (owner_pid or os.getpid()) % 1_000_000
 
 
-def enter(limits: Limits, uid: int | None) -> None:
-    """First lines of every sandbox payload: drop privileges, set hard limits, become unkillable by kernels' tricks."""
+def _oom_score_adj() -> str | None:
+    """Raise this process's ``oom_score_adj`` to :data:`OOM_SCORE_ADJ`; None, or why it could not be set."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(OOM_SCORE_ADJ))
+        with open("/proc/self/oom_score_adj") as fh:
+            value = int(fh.read())
+    except (OSError, ValueError) as exc:
+        return f"oom_score_adj: {exc}"
+    return None if value == OOM_SCORE_ADJ else f"oom_score_adj is {value}, not {OOM_SCORE_ADJ}"
+
+
+def enter(limits: Limits, uid: int | None) -> list[str]:
+    """First lines of every sandbox payload: drop privileges, set hard limits, become unkillable by kernels' tricks.
+
+    Returns what could not be set up (the fork server reports it to the grader, which logs it).
+    ``oom_score_adj`` is written before the uid switch: afterwards the process is no longer dumpable,
+    its ``/proc/self`` files belong to root and the write fails.
+    """
+    problems = [p for p in [_oom_score_adj()] if p]
     if os.geteuid() == 0:
         if uid is None:
             raise SystemExit("sandbox: running as root without a uid to switch to")
@@ -167,13 +211,110 @@ def enter(limits: Limits, uid: int | None) -> None:
                         (resource.RLIMIT_NPROC, limits.processes), (resource.RLIMIT_NOFILE, limits.open_files),
                         (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(what, (value, value))
-    try:  # under memory pressure the kernel's OOM killer takes sandboxed processes first
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")
-    except OSError:
-        pass
     for path in (HOME, WORK, os.path.dirname(IPC)):
         os.makedirs(path, exist_ok=True)
+    return problems
+
+
+SHM = "/dev/shm"
+_IPC_RMID = 0
+
+
+def clear_ipc() -> int:
+    """Remove every System V shared-memory segment, semaphore set and message queue of this IPC namespace.
+
+    Run by the fork server (PID 1) after it killed the sandbox's other processes: the sandbox's IPC
+    namespace lives as long as the fork server, so without this one kernel's segments (kept alive past
+    its death, outside its address-space limit) are there for the next student's kernel.  Returns how
+    many objects were removed.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": lambda i: libc.shmctl(i, _IPC_RMID, None), "sem": lambda i: libc.semctl(i, 0, _IPC_RMID),
+              "msg": lambda i: libc.msgctl(i, _IPC_RMID, None)}
+    removed = 0
+    for kind, rm in remove.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1 and fields[1].isdigit() and rm(int(fields[1])) == 0:
+                removed += 1
+    return removed
+
+
+def empty_folder(folder: str, keep=()) -> None:
+    """Remove everything in ``folder`` (a sandbox tmpfs) except the names in ``keep``; never follows a symlink."""
+    for entry in os.scandir(folder):
+        if entry.name in keep:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+class PinnedSockets:
+    """A kernel's ipc sockets as the grader reaches them: never by a name the sandbox can change.
+
+    The grader used to connect to ``/proc/<pid>/root/tmp/ipc/kernel-<port>``; a kernel that replaced a
+    socket (or ``/tmp/ipc``) by an absolute symlink made the grader's ZeroMQ (re)connect to that path
+    *outside* the sandbox, since the kernel resolves absolute links from the grader's root.  Here each
+    socket is opened once, ``O_PATH | O_NOFOLLOW`` component by component, right after the kernel bound
+    it and before any student code ran; the grader connects through a private folder of links to those
+    descriptors (``<folder>/kernel-<port>`` -> ``/proc/self/fd/<fd>``), i.e. to the socket itself.
+    """
+
+    def __init__(self, root: str, ports, alive, timeout: float = 60.0):
+        import stat
+        import tempfile
+        import time
+
+        self.fds: list[int] = []
+        self.folder = tempfile.mkdtemp(prefix="pb-ipc-")
+        nofollow = os.O_PATH | os.O_NOFOLLOW
+        dirs = [os.open(root, os.O_PATH | os.O_DIRECTORY)]
+        try:
+            for part in Path(IPC).parent.relative_to("/").parts:
+                dirs.append(os.open(part, nofollow | os.O_DIRECTORY, dir_fd=dirs[-1]))
+            deadline = time.monotonic() + timeout
+            for port in ports:
+                name = f"{os.path.basename(IPC)}-{port}"
+                while True:
+                    try:
+                        fd = os.open(name, nofollow, dir_fd=dirs[-1])
+                        break
+                    except FileNotFoundError:
+                        if not alive() or time.monotonic() > deadline:
+                            raise RuntimeError(f"Kernel died before binding its socket {name}") from None
+                        time.sleep(0.005)
+                self.fds.append(fd)
+                if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    raise RuntimeError(f"Kernel socket {name} is not a socket")
+                os.symlink(f"/proc/self/fd/{fd}", os.path.join(self.folder, name))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in dirs:
+                os.close(fd)
+
+    @property
+    def ip(self) -> str:
+        """jupyter_client's ``ip`` for the ipc transport (it appends ``-<port>``)."""
+        return os.path.join(self.folder, os.path.basename(IPC))
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def child_pid(info: bytes) -> int | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import integrity, personal
 from .course import Course, quiet_app_logs, shard_config
 from .feedback import write_feedback
-from .gradebook import connect
+from .gradebook import connect, max_scores
 
 
 def grade_student(task: dict) -> dict:
@@ -54,6 +54,7 @@ def grade_student(task: dict) -> dict:
         failed: list = []
         graded: list = []
         sources = task["release_cells"]
+        points = max_scores(Path(task["template"]), assignment)
         for nb in task["notebooks"]:
             path = submitted / f"{nb}.ipynb"
             if not path.exists():
@@ -68,6 +69,7 @@ def grade_student(task: dict) -> dict:
                 failed.append(nb)
                 continue
             findings.extend(integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {})))
+            findings.extend(integrity.edited_points(student, nb, submitted_nb, points.get(nb, {})))
             if integrity.drop_duplicate_grade_cells(submitted_nb):  # nbgrader would fail the whole notebook
                 path.write_text(json.dumps(submitted_nb, ensure_ascii=False), encoding="utf-8")
             graded.append(nb)

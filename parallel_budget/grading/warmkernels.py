@@ -3,7 +3,8 @@
 :func:`kernel_manager_class` returns an ``AsyncKernelManager`` subclass for
 nbgrader's ``Execute``.  Sandboxed (given :class:`.sandbox.Limits`), every
 kernel uses the ``ipc`` transport: its sockets live in the sandbox's own
-``/tmp`` and the grader connects to them through ``/proc/<pid>/root``; signals
+``/tmp`` and the grader connects to them through descriptors opened via
+``/proc/<pid>/root`` before student code runs (:class:`.sandbox.PinnedSockets`); signals
 go through the kernel's pidfd, never to a process group id (a PID inside the
 sandbox means another process outside).  A sandboxed kernel is never started
 outside the sandbox: ``fresh=True`` starts it from a one-shot, non-preloaded
@@ -36,6 +37,7 @@ def _provisioner_class(limits, fresh):
 
         warm = False
         _oneshot = None
+        _pins = None  # sandboxed: the kernel's sockets, pinned (sandbox.PinnedSockets)
 
         async def launch_kernel(self, cmd, **kwargs):
             env = dict(kwargs.get("env") or os.environ)
@@ -74,7 +76,9 @@ def _provisioner_class(limits, fresh):
                 self.process = srv.launch(cmd, env, None, connection=connection)
             self.warm = not fresh
             self.pid, self.pgid, self.cwd = self.process.host_pid, None, sandbox.WORK
-            self.connection_info = dict(self.connection_info, transport="ipc", ip=srv.root + sandbox.IPC)
+            ports = [connection[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+            self._pins = sandbox.PinnedSockets(srv.root, ports, lambda: self.process.poll() is None)
+            self.connection_info = dict(self.connection_info, transport="ipc", ip=self._pins.ip)
             return self.connection_info
 
         async def send_signal(self, signum):
@@ -90,6 +94,9 @@ def _provisioner_class(limits, fresh):
 
         async def cleanup(self, restart=False):
             await super().cleanup(restart)
+            if self._pins is not None:
+                self._pins.close()
+                self._pins = None
             if self._oneshot is not None:
                 self._oneshot.close()
                 self._oneshot = None

@@ -6,9 +6,16 @@
 * :mod:`.steptime`      step time, speedup, efficiency, overlap behind backward, waiting for a straggler
 * :mod:`.memory`        ZeRO resident model-state table and ZeRO communication per stage
 * :mod:`.parallelism`   pipeline bubble, schedule, GPipe vs 1F1B in-flight microbatches, tensor-parallel traffic
-* :mod:`.activations`   activation bytes per transformer layer (Korthikanti et al. 2022)
-* :mod:`.planterms`     the terms of a plan's budget, each from its module, in floats
-* :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step; search
+* :mod:`.activations`   activation bytes per transformer layer (Korthikanti et al. 2022), with options
+* :mod:`.schedule`      pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B (as torch's)
+* :mod:`.timeline`      a step as events on streams; compute, exposed communication, bubble read off it
+* :mod:`.planstep`      the events of a plan's step: DDP, ZeRO-1/2/3, TP, PP scheduled as frameworks do
+* :mod:`.presets`       named models (Llama 2 7B, 70B) and clusters (A100-40GB, H100-80GB nodes)
+* :mod:`.plansettings`  a plan's inputs, validated
+* :mod:`.planterms`     the terms of a plan, each from its module, in floats
+* :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step timeline
+* :mod:`.plansearch`    every split of a device count, best first
+* :mod:`.scaling`       a plan's speedup and efficiency against device count or bandwidth
 * :mod:`.planreport`    the plan's Chinese verdict and assumptions
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
 

@@ -2,9 +2,12 @@
 
 The verdict answers the lesson's acceptance questions for this plan: does it
 fit, is the global batch unchanged, in which unit were the bandwidths read,
-which times overlap, which links the groups use, and what costs the most
-besides compute.  ``verdict_codes`` names the same reasons without numbers,
-so the in-page JavaScript can be checked against Python by code.
+what overlaps and what is exposed, which links the groups use, and what costs
+the most besides compute.  ``verdict_codes`` names the same reasons without
+numbers, so the in-page JavaScript can be checked against Python by code.
+Every sentence is built from the same numbers, so none contradicts another:
+efficiency is model compute over step time, and when nothing but compute is
+on the step, the sentence says the missing share is recomputation.
 """
 
 from __future__ import annotations
@@ -12,67 +15,92 @@ from __future__ import annotations
 from .units import Q_, fmt, fmt_percent
 
 LINK_ZH = {"intra": "节点内链路", "inter": "跨节点链路"}
-GROUP_ZH = {"dp": "DP", "tp": "TP", "pp": "PP"}
+WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡"}
+SCHEDULE_ZH = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "交错式 1F1B"}
 
 
 def _t(x) -> str:
     """A time in ms below one second, in s above."""
+    x = x if hasattr(x, "to") else Q_(x, "s")
     return fmt(x, "s" if x.to("s").magnitude >= 1 else "ms", digits=3)
 
 
 def overheads(b) -> dict:
-    """Seconds of each overhead on the step besides compute."""
-    out = {"dp": b.exposed_comm.magnitude - sum(c.time.magnitude for c in b.comm if not c.overlappable),
-           "tp": sum(c.time.magnitude for c in b.comm if c.group == "tp"),
-           "pp": sum(c.time.magnitude for c in b.comm if c.group == "pp"),
-           "bubble": b.bubble.magnitude}
-    return {k: max(v, 0.0) for k, v in out.items()}
+    """Seconds of each overhead on the step besides compute (exposed communication by group, bubble)."""
+    out = {g: sum(c.exposed.magnitude for c in b.comm if c.group == g) for g in ("dp", "tp", "pp")}
+    out["bubble"] = b.bubble.magnitude
+    return out
+
+
+def _gather(b):
+    """The ZeRO-1/2 parameter all-gather row, when it ends the step exposed."""
+    if b.zero_stage in (1, 2) and b.dp > 1 and not b.settings["overlap_param_gather"]:
+        return next(c for c in b.comm if c.name == "DP all-gather")
+    return None
 
 
 def verdict_codes(b) -> tuple:
-    """Reason codes: fits/too_big, batch, units, overlap, tp_inter?, dominant overhead."""
+    """Reason codes: fits/too_big, batch, units, overlap, tp_inter?, gather?, flops?, dominant overhead."""
     codes = ["fits" if b.fits else "too_big", "batch", "units", "overlap"]
     if b.tp > 1 and any(c.group == "tp" and c.link == "inter" for c in b.comm):
         codes.append("tp_inter")
+    if _gather(b) is not None:
+        codes.append("gather")
+    if b.mfu is not None:
+        codes.append("flops")
     worst = max(overheads(b).items(), key=lambda kv: kv[1])
     codes.append(f"worst_{worst[0]}" if worst[1] > 0 else "worst_none")
     return tuple(codes)
 
 
+def _memory(b, verb: str, sign: str) -> str:
+    m, mem = b.memory, Q_(b.settings["device_memory"], "B")
+    return (f"{verb}：每卡 {fmt(m.total)} {sign} 显存 {fmt(mem)}（模型状态 {fmt(m.states)}，激活 {fmt(m.activations)}，"
+            f"临时缓冲 {fmt(m.gather)}，重算工作区 {fmt(m.working)}）。")
+
+
+def _sentence(b, code: str) -> str:
+    s = b.settings
+    if code == "fits":
+        return _memory(b, "放得下", "≤")
+    if code == "too_big":
+        return _memory(b, "放不下", ">")
+    if code == "batch":
+        return (f"全局 batch 不变：{s['global_batch']} = dp {b.dp} × micro_batch {b.micro_batch} × "
+                f"微批次数 {b.microbatches}。")
+    if code == "units":
+        intra, inter = Q_(s["intra_bw"], "B/s"), Q_(s["inter_bw"], "B/s")
+        return (f"带宽按字节读：节点内 {fmt(intra)}（= {fmt(intra, 'Gb/s', 4)}），"
+                f"跨节点 {fmt(inter)}（= {fmt(inter, 'Gb/s', 4)}）。")
+    if code == "overlap":
+        o = overheads(b)
+        total = sum(c.time.magnitude for c in b.comm)
+        return (f"重叠：通信共 {_t(total)}，与计算重叠 {_t(b.hidden_comm)}，暴露 {_t(b.exposed_comm)}"
+                f"（DP {_t(o['dp'])}，TP {_t(o['tp'])}，PP {_t(o['pp'])}）；气泡 {_t(b.bubble)}。")
+    if code == "tp_inter":
+        return f"TP={b.tp} 超出一个节点（每节点 {s['devices_per_node']} 卡），每层的 TP 通信只能走跨节点链路。"
+    if code == "gather":
+        g = _gather(b)
+        return (f"ZeRO-{b.zero_stage} 更新后参数的 all-gather 要等优化器、优化器要等全部梯度，只能排在这一步最后："
+                f"{_t(g.time)} 中暴露 {_t(g.exposed)}；overlap_param_gather=True 让它与下一步的前向重叠。")
+    if code == "flops":
+        return (f"MFU {fmt_percent(b.mfu)}（只计模型 FLOPs），HFU {fmt_percent(b.hfu)}（连重算一起计）；"
+                f"输入的 hfu={s['hfu']:g} 是计算时的速度，通信和气泡把整步平均拉低。")
+    recompute = b.compute.magnitude - b.ideal.magnitude
+    if code == "worst_none":
+        if s["recompute"] == "none":
+            return f"步时 {_t(b.step)} 里没有暴露的通信和气泡，全是模型计算；效率 {fmt_percent(b.efficiency)}。"
+        return (f"步时 {_t(b.step)} 里没有暴露的通信和气泡，全是计算：模型计算 {_t(b.ideal)}，重算 {_t(recompute)}；"
+                f"效率 {fmt_percent(b.efficiency)} = 模型计算 ÷ 步时，差的部分就是重算。")
+    key = code[len("worst_"):]
+    again = f"（其中重算 {_t(recompute)}）" if s["recompute"] != "none" else ""
+    return (f"步时 {_t(b.step)}：计算 {_t(b.compute)}{again}，最大的额外开销是{WORST_ZH[key]} "
+            f"{_t(overheads(b)[key])}；效率 {fmt_percent(b.efficiency)}。")
+
+
 def verdict(b) -> tuple:
     """The reasons, one Chinese sentence each, in the order of :func:`verdict_codes`."""
-    s, m = b.settings, b.memory
-    mem = Q_(s["device_memory"], "B")
-    out = []
-    for code in verdict_codes(b):
-        if code == "fits":
-            out.append(f"放得下：每卡 {fmt(m.total)} ≤ 显存 {fmt(mem)}（模型状态 {fmt(m.states)}，"
-                       f"激活 {fmt(m.activations)}，临时 {fmt(m.temporary)}）。")
-        elif code == "too_big":
-            out.append(f"放不下：每卡 {fmt(m.total)} > 显存 {fmt(mem)}（模型状态 {fmt(m.states)}，"
-                       f"激活 {fmt(m.activations)}，临时 {fmt(m.temporary)}）。")
-        elif code == "batch":
-            out.append(f"全局 batch 不变：{s['global_batch']} = dp {b.dp} × micro_batch {b.micro_batch} × "
-                       f"微批次数 {b.microbatches}。")
-        elif code == "units":
-            intra, inter = Q_(s["intra_bw"], "B/s"), Q_(s["inter_bw"], "B/s")
-            out.append(f"带宽按字节读：节点内 {fmt(intra)}（= {fmt(intra, 'Gb/s', 4)}），"
-                       f"跨节点 {fmt(inter)}（= {fmt(inter, 'Gb/s', 4)}）。")
-        elif code == "overlap":
-            dp_comm = sum((c.time for c in b.comm if c.overlappable), Q_(0.0, "s"))
-            out.append(f"重叠：DP/ZeRO 通信 {_t(dp_comm)} 中有 {_t(b.hidden_comm)} 藏在反向计算之后；"
-                       f"TP、PP 通信和气泡 {_t(b.bubble)} 都不重叠。")
-        elif code == "tp_inter":
-            out.append(f"TP={b.tp} 超出一个节点（每节点 {s['devices_per_node']} 卡），"
-                       "每层的 TP 通信只能走跨节点链路。")
-        elif code == "worst_none":
-            out.append(f"步时 {_t(b.step)} 全是计算（效率 {fmt_percent(b.efficiency)}）。")
-        else:
-            key = code[len("worst_"):]
-            name = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "PP 点对点通信", "bubble": "流水线气泡"}[key]
-            out.append(f"步时 {_t(b.step)}：计算 {_t(b.compute)}，最大的额外开销是{name} "
-                       f"{_t(Q_(overheads(b)[key], 's'))}；效率 {fmt_percent(b.efficiency)}。")
-    return tuple(out)
+    return tuple(_sentence(b, code) for code in verdict_codes(b))
 
 
 def assumptions(b) -> tuple:
@@ -80,17 +108,27 @@ def assumptions(b) -> tuple:
     s = b.settings
     shape = "由模型形状推出" if s["params_from_shape"] else "按给定值"
     compute = ("按一张卡实测的整步计算时间均分到所有卡" if s["compute_single"] is not None
-               else f"按每卡峰值 {s['peak_flops']:.3g} FLOP/s × MFU {fmt_percent(s['mfu'])} 估算")
+               else f"按每卡峰值 {s['peak_flops']:.3g} FLOP/s × HFU {fmt_percent(s['hfu'])} 估算（重算也按这个速度）")
+    layer = "、".join(x for x in (
+        "有 dropout" if s["dropout"] else "无 dropout",
+        f"{'门控（SwiGLU）' if s['gated'] else ''} MLP 宽 {s['ffn']}".strip(),
+        "FlashAttention（不存 s×s 矩阵）" if s["flash_attention"] else "注意力存 s×s 矩阵",
+        f"{s['kv_heads']} 组 K、V 头" if s["kv_heads"] != s["heads"] else "",
+    ) if x)
+    sched = SCHEDULE_ZH[s["schedule"]] + (f"（每 rank {b.virtual_stages} 个虚拟阶段）" if b.virtual_stages > 1 else "")
     return (
-        f"参数量 {b.params:.4g} {shape}；TP×PP 均分参数，嵌入层也一样切分。",
-        "激活按 Korthikanti 等（2022）的每层公式：16 位激活、MLP 宽 4h，不含嵌入与输出 logits。",
-        f"流水线调度 {s['schedule']}：第一阶段同时保存 {b.memory.in_flight} 个微批次的激活。",
-        "ZeRO-3 的临时聚合按两层完整参数（正在用的一层 + 预取的一层）计；通信缓冲与碎片不计。",
+        f"参数量 {b.params:.4g} {shape}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。",
+        f"激活按 Korthikanti 等（2022）的每层公式（16 位激活，{layer}），不含嵌入与输出 logits。",
+        f"流水线调度 {sched}：第一个流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活。",
+        "ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。",
         "通信用理想 ring 与 α-β 模型：每轮延迟 α 加上每卡发送量除以单向有效带宽；跨节点的 ring 按最慢链路计。",
         f"设备编号 TP 最内、DP 其次、PP 最外；每节点 {s['devices_per_node']} 卡。",
-        f"只有 DP/ZeRO 通信能藏在反向之后（反向占计算的 {fmt_percent(s['backward_share'])}，"
-        f"调度允许重叠 {fmt_percent(s['overlap'])}）；DDP 与 ZeRO-1/2 每步归约一次，只能藏在最后一个微批次的反向后，"
-        "ZeRO-3 每个微批次都重新聚合参数；TP、PP 通信在关键路径上。",
-        f"计算时间{compute}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍；重算另加。",
-        "气泡 = (p−1)/m × 一个阶段的计算与 TP 通信；GPipe 与 1F1B 气泡相同，只是激活显存不同。",
+        f"时间线：DP 集合通信在自己的流上一次一个；梯度按 {fmt(Q_(s['bucket'], 'B'), 'MiB')} 的桶跟在反向后面归约"
+        f"{'' if s['overlap_grad_reduce'] else '（已关闭重叠：反向结束后才归约，计算等它）'}；ZeRO-1/2 更新后参数的 "
+        f"all-gather {'与下一步的前向重叠' if s['overlap_param_gather'] else '排在优化器之后、这一步的最后'}；"
+        "ZeRO-3 每层聚合参数并预取一层；TP 通信夹在层内计算之间；PP 异步发送，接收方等待；读数取第一个流水线 rank。",
+        f"计算时间{compute}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；优化器本身的时间不计。",
+        "气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；"
+        "各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），"
+        "交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）。",
     )

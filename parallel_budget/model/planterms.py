@@ -1,9 +1,9 @@
-"""The terms of a parallel plan's budget, in plain floats (SI units), for :mod:`.plan`.
+"""The terms of a parallel plan, in plain floats (SI units), for :mod:`.plan`.
 
-Every term calls the module that owns its formula; this module only decides
-which formula applies to which group of devices and adds them up.  The calls
-are cached: a search over every split of 64 devices evaluates a few thousand
-candidates but only a few hundred distinct (stage, degree) combinations.
+Every term calls the module that owns its formula; this module decides which
+formula applies to which group of devices.  The calls are cached: a search over
+every split of 64 devices evaluates hundreds of candidates but only a few dozen
+distinct (stage, degree) combinations.
 
 Devices are numbered with tensor parallel innermost, then data parallel, then
 pipeline parallel (Megatron-LM's default order).  A group of ``size`` devices
@@ -11,10 +11,11 @@ pipeline parallel (Megatron-LM's default order).  A group of ``size`` devices
 per node; otherwise its ring crosses nodes and the inter-node link, the slowest
 link of the ring, sets its time.
 
-Time of a collective (α-β model): ``calls * rounds * latency + bytes / bandwidth``,
-where ``bytes`` is what one device sends per step and ``rounds`` is 2(R-1) for a
-ring all-reduce, R-1 for a reduce-scatter or an all-gather, 1 for a
-point-to-point send.
+Time of one collective call (α-β model): ``rounds * latency + bytes / bandwidth``,
+where ``bytes`` is what one device sends and ``rounds`` is 2(R−1) for a ring
+all-reduce, R−1 for a reduce-scatter or an all-gather, 1 for a point-to-point
+send (each device sends 2(R−1)/R of the data in an all-reduce, (R−1)/R in the
+other two: :func:`.communication.ring_send_factor`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from functools import lru_cache
 
 from .activations import layer_activation_bytes
 from .communication import ring_send_factor
-from .memory import zero_communication, zero_memory
-from .parallelism import pipeline_bubble, pipeline_in_flight, tp_allreduce
-from .steptime import BACKWARD_SHARE, step_time
+from .memory import zero_memory
+from .schedule import interleave_problem
 
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
 
@@ -38,61 +38,32 @@ def zero_state(shard_params: float, dp: int, stage: int, p: float, g: float, o: 
 
 
 @lru_cache(maxsize=4096)
-def zero_collectives(shard_params: float, dp: int, stage: int, p: float, g: float) -> tuple:
-    """((collective, what, bytes sent per device), ...) of one step: memory.zero_communication."""
-    if dp == 1:
-        return ()
-    z = zero_communication(shard_params, dp, stage, p, g)
-    return tuple((c, w, float(b.to("B").magnitude)) for c, w, b in z.collectives)
-
-
-@lru_cache(maxsize=4096)
-def in_flight(stages: int, microbatches: int, schedule: str) -> int:
-    """Peak microbatches whose activations the first stage holds: parallelism.pipeline_in_flight."""
-    return pipeline_in_flight(stages, microbatches, schedule).peak
-
-
-@lru_cache(maxsize=4096)
-def bubble_over_ideal(stages: int, microbatches: int) -> float:
-    """(p-1)/m, the same for GPipe and 1F1B: parallelism.pipeline_bubble."""
-    return pipeline_bubble(stages, microbatches).bubble_over_ideal
-
-
-@lru_cache(maxsize=4096)
-def tp_send(micro_batch: int, seq: int, hidden: int, tp: int, layers: int) -> float:
-    """Bytes each TP rank sends for one microbatch through ``layers`` layers: parallelism.tp_allreduce."""
-    r = tp_allreduce(micro_batch, seq, hidden, tp, layers, ACT_BYTES)
-    return float(r.send_per_rank_per_step.to("B").magnitude)
-
-
-@lru_cache(maxsize=4096)
-def activations(seq: int, micro_batch: int, hidden: int, heads: int, tp: int, sp: bool, recompute: str) -> tuple:
+def activations(seq: int, micro_batch: int, hidden: int, heads: int, tp: int, sp: bool, recompute: str,
+                ffn: int, gated: bool, dropout: bool, flash: bool, kv_heads: int) -> tuple:
     """(stored, working) bytes of one layer and microbatch: activations.layer_activation_bytes."""
-    return layer_activation_bytes(seq, micro_batch, hidden, heads, tp, sp, recompute)
-
-
-@lru_cache(maxsize=4096)
-def hidden_behind_backward(compute: float, ranks: int, comm: float, overlap: float, backward_share: float) -> float:
-    """Seconds of overlappable communication hidden behind backward: steptime.step_time."""
-    if comm == 0:
-        return 0.0
-    s = step_time(compute * ranks, ranks, comm, overlap, backward_share)
-    return float(s.hidden_comm.to("s").magnitude)
+    return layer_activation_bytes(seq, micro_batch, hidden, heads, tp, sp, recompute, ffn, gated, dropout, flash,
+                                  kv_heads)
 
 
 @lru_cache(maxsize=256)
+def share(collective: str, ranks: int) -> float:
+    """Share of the data one device sends: 2(R−1)/R for an all-reduce, (R−1)/R otherwise."""
+    f = ring_send_factor(ranks)
+    return f if collective == "all-reduce" else f / 2
+
+
 def rounds(collective: str, ranks: int) -> int:
-    """Ring rounds of one collective: 2(R-1) for all-reduce (ring_send_factor · R), R-1 otherwise."""
-    if collective == "all-reduce":
-        return round(ring_send_factor(ranks) * ranks)
+    """Ring rounds of one call: 2(R−1) for an all-reduce, R−1 for a reduce-scatter or all-gather, 1 for a send."""
     if collective == "send":
         return 1
-    return ranks - 1
+    return 2 * (ranks - 1) if collective == "all-reduce" else ranks - 1
 
 
-def alpha_beta(calls: float, rounds_per_call: int, latency: float, sent: float, bandwidth: float) -> float:
-    """calls · rounds · α + bytes / β (seconds)."""
-    return calls * rounds_per_call * latency + sent / bandwidth
+def call_time(collective: str, ranks: int, latency: float, data: float, bandwidth: float) -> float:
+    """α-β time of one call moving ``data`` bytes (the full tensor) over ``ranks`` devices."""
+    if collective == "send":
+        return latency + data / bandwidth
+    return rounds(collective, ranks) * latency + share(collective, ranks) * data / bandwidth
 
 
 def link(stride: int, size: int, per_node: int) -> str:
@@ -101,40 +72,65 @@ def link(stride: int, size: int, per_node: int) -> str:
     return "intra" if size == 1 or (span <= per_node and per_node % span == 0) else "inter"
 
 
-def layer_params(hidden: int, ffn: int, gated: bool) -> float:
-    """Weights of one transformer layer: 4h² (Q, K, V, O) + 2 or 3 (gated) · h · ffn; norms and biases ignored."""
-    return 4.0 * hidden * hidden + (3 if gated else 2) * hidden * ffn
+def layer_params(hidden: int, ffn: int, gated: bool, kv_ratio: float = 1.0) -> float:
+    """Weights of one transformer layer: Q and O (2h²), K and V (2h² · kv_heads/heads), MLP 2 or 3 (gated) · h · ffn.
+
+    Norms and biases are ignored.
+    """
+    return (2.0 + 2.0 * kv_ratio) * hidden * hidden + (3 if gated else 2) * hidden * ffn
 
 
-def model_params(layers: int, hidden: int, ffn: int, gated: bool, vocab: int, tied: bool) -> float:
+def model_params(layers: int, hidden: int, ffn: int, gated: bool, vocab: int, tied: bool, kv_ratio: float = 1.0) -> float:
     """layers · layer_params + (1 or 2) · vocab · h (input embedding, and output head unless tied)."""
-    return layers * layer_params(hidden, ffn, gated) + (1 if tied else 2) * vocab * hidden
+    return layers * layer_params(hidden, ffn, gated, kv_ratio) + (1 if tied else 2) * vocab * hidden
 
 
 def train_flops(params: float, tokens: float, layers: int, seq: int, hidden: int, recompute: str) -> tuple:
-    """(model FLOPs, executed FLOPs) of one step.
+    """(model FLOPs, executed FLOPs, attention FLOPs) of one step.
 
     Forward: 2·P per token for the matrix multiplications plus 4·s·h per token
     and layer for attention scores and values (Narayanan et al. 2021, eq. 3
-    without the vocabulary refinement); backward costs twice forward.
-    Selective recomputation repeats the attention part of forward; full
-    recomputation repeats the whole forward.
+    without the vocabulary refinement; PaLM's appendix B counts the same
+    6·P + 12·L·h·s per token for forward and backward); backward costs twice
+    forward.  Selective recomputation repeats the attention part of forward,
+    full recomputation the whole forward: executed = model + that (what HFU
+    counts and MFU does not, Korthikanti et al. 2022, section 5).
     """
     attention = 4.0 * layers * seq * hidden * tokens
     forward = 2.0 * params * tokens + attention
     model = 3 * forward
     extra = {"none": 0.0, "selective": attention, "full": forward}[recompute]
-    return model, model + extra
+    return model, model + extra, attention
 
 
 def divisors(n: int) -> list:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def split_problem(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> str:
+    """Why this split is impossible for the model, batch and schedule, in Chinese, or ''."""
+    if s["heads"] % tp:
+        return f"tp={tp} 不能整除 heads={s['heads']}：每个 TP rank 要分到整数个注意力头。"
+    if s["kv_heads"] % tp:
+        return f"tp={tp} 不能整除 kv_heads={s['kv_heads']}：每个 TP rank 要分到整数组 K、V 头（Megatron-LM 同样要求）。"
+    if s["layers"] % pp:
+        return f"pp={pp} 不能整除 layers={s['layers']}：每个流水线阶段要分到整数层。"
+    if s["global_batch"] % (dp * mb):
+        return (f"global_batch={s['global_batch']} 不是 dp×micro_batch={dp}×{mb} 的整数倍："
+                "全局 batch 要保持不变，每个副本要分到整数个微批次。")
+    if pp > 1 and stage >= 2 and dp > 1:
+        return (f"zero_stage={stage} 不能与 pp={pp} 同用：ZeRO-2/3 的梯度分片要求每个微批次的反向之后立刻 "
+                "reduce-scatter，流水线里每个阶段都要为每个微批次付这笔通信，DeepSpeed 也拒绝这种组合"
+                "（它的流水线引擎只接受 ZeRO-0/1）。本模型同样只接受 zero_stage=0 或 1。")
+    if pp > 1 and s["schedule"] == "interleaved":
+        return interleave_problem(s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
+    return ""
+
+
 def splits(s: dict, devices: int):
     """Every possible (dp, tp, pp, zero_stage, micro_batch) of ``devices`` for these settings."""
     for tp in divisors(devices):
-        if s["heads"] % tp:
+        if s["heads"] % tp or s["kv_heads"] % tp:
             continue
         for pp in divisors(devices // tp):
             if s["layers"] % pp:
@@ -144,11 +140,13 @@ def splits(s: dict, devices: int):
                 continue
             for mb in divisors(s["global_batch"] // dp):
                 for stage in (0, 1, 2, 3) if dp > 1 else (0,):
-                    yield dp, tp, pp, stage, mb
+                    if not split_problem(s, dp, tp, pp, stage, mb):
+                        yield dp, tp, pp, stage, mb
 
 
 def cache_clear() -> None:
     """Forget cached package calls (benchmarks measure a cold search with it)."""
-    for f in (zero_state, zero_collectives, in_flight, bubble_over_ideal, tp_send, activations,
-              hidden_behind_backward, rounds):
+    from . import schedule
+
+    for f in (zero_state, activations, share, schedule.pipeline_order, schedule.peak_in_flight):
         f.cache_clear()

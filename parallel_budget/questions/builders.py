@@ -60,8 +60,8 @@ def tp_step(a) -> Expected:
     return Expected(s, "GB", (("tp_forward_only", s / 2), ("bits", Q_(s.to("bit").magnitude, "B"))))
 
 
-PLAN = ("layers", "hidden", "heads", "seq", "vocab", "ffn", "gated", "global_batch", "recompute", "peak_flops",
-        "dp", "tp", "pp", "micro_batch")
+PLAN = ("layers", "hidden", "heads", "seq", "vocab", "ffn", "gated", "dropout", "flash_attention", "global_batch",
+        "recompute", "peak_flops", "dp", "tp", "pp", "micro_batch")
 
 
 def _plan(a) -> dict:
@@ -74,7 +74,7 @@ def _extra_plan(a):
 
     b = plan_budget(**_plan(a), schedule="1f1b")
     stored, _ = layer_activation_bytes(a["seq"], a["micro_batch"], a["hidden"], a["heads"], a["tp"], a["tp"] > 1,
-                                       a["recompute"])
+                                       a["recompute"], a["ffn"], a["gated"], a["dropout"], a["flash_attention"])
     return {"m": b.microbatches, "flight": b.memory.in_flight, "layers": a["layers"] // a["pp"], "per_layer": stored}
 
 

@@ -4,19 +4,20 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { assertClose, calc, CALC } from './calc.mjs';
 globalThis.PBModel = calc('model.js');
-const { FIELDS, evaluate, sentence, EXPORT_KEY } = calc('plan.js');
+const P = calc('plan.js');
+const { FIELDS, evaluate, sentence, assumptions, layouts } = P;
 
 const data = JSON.parse(readFileSync(new URL('../vectors/plan.json', import.meta.url), 'utf8'));
-
 
 test('fields and limits are parallel_budget.book.plan_vectors.FIELDS', () => {
   assert.deepEqual(FIELDS, data.fields);
 });
 
-test('enough cases: valid, invalid, searches', () => {
+test('enough cases: valid, invalid, searches, layouts', () => {
   assert.ok(data.cases.length >= 100);
   assert.ok(data.cases.filter((c) => c.errors).length >= 20);
   assert.ok(data.cases.filter((c) => c.search && c.out).length >= 5);
+  assert.ok(data.layouts.length >= 5);
 });
 
 for (const [i, c] of data.cases.entries()) {
@@ -33,28 +34,45 @@ for (const [i, c] of data.cases.entries()) {
     const { search: want, ...expected } = c.out;
     assertClose(rest, expected, 'out', 1e-15);
     for (const code of r.out.codes) {
-      const s = sentence(code, r.out, r.s, r.split);
+      const s = sentence(code, r.out, r.s);
       assert.match(s, /[\u4e00-\u9fff]/);
-      assert.doesNotMatch(s, /NaN|undefined|Infinity/);
+      assert.doesNotMatch(s, /NaN|undefined|Infinity|null/);
     }
-    if (c.search) {
-      assert.equal(search.candidates, want.candidates, 'candidates');
-      // Same plans in the same order (exact float ties are broken the same way on both sides).
-      assertClose(search.plans, want.plans, 'search.plans', 1e-15);
-    }
+    for (const a of assumptions(r.out, r.s)) assert.doesNotMatch(a, /NaN|undefined|Infinity|null/);
+    if (c.search) assertClose(search, want, 'search', 1e-15);
   });
 }
 
+for (const [i, c] of data.layouts.entries()) {
+  test(`layout ${i} ${JSON.stringify(c.input)}`, () => {
+    const got = layouts(evaluate(c.input));
+    assertClose(got.timeline, c.timeline, 'timeline', 1e-15);
+    assertClose(got.memory, c.memory, 'memory', 1e-15);
+    assertClose(got.scaling, c.scaling, 'scaling', 1e-15);
+  });
+}
+
+test('presets fill the fields with the package presets (llama2-7b and a100-40gb are the defaults)', () => {
+  const byName = Object.fromEntries(FIELDS.map((f) => [f.name, f.default]));
+  for (const [k, v] of Object.entries(P.PRESETS.model['llama2-7b'])) assert.equal(byName[k], v, k);
+  for (const [k, v] of Object.entries(P.PRESETS.cluster['a100-40gb'])) assert.equal(byName[k], v, k);
+  const big = evaluate({ ...P.PRESETS.model['llama2-70b'], ...P.PRESETS.cluster['h100-80gb'], global_batch: '64', dp: '4', tp: '8', pp: '4', zero_stage: '1' });
+  assert.ok(Math.abs(big.out.params - 68976648192) / 68976648192 < 1e-3);
+  assert.equal(big.s.device_memory, 80 * 2 ** 30);
+});
+
 test('the record export key is the one record.js reads', () => {
+  const { EXPORT_KEY } = calc('planview.js');
   assert.match(readFileSync(new URL('record.js', CALC), 'utf8'), new RegExp(EXPORT_KEY));
 });
 
 test('a plan sent by the builder passes the record page check and fills its fields', () => {
   const { planProblem, planFields, PLAN_KEY } = calc('record.js');
+  const { EXPORT_KEY } = calc('planview.js');
   assert.equal(PLAN_KEY, EXPORT_KEY);
   const r = evaluate({});
-  const p = { format: 'pb-plan', version: 1, link: 'x#plan.dp=16', numbers: ['DP=16', 'b'], assumptions: ['a'],
-    verdict: r.out.codes.map((c) => sentence(c, r.out, r.s, r.split)), fits: true };
+  const p = { format: 'pb-plan', version: 1, link: 'x#plan.dp=16', numbers: ['DP=16', 'b'], assumptions: assumptions(r.out, r.s),
+    verdict: r.out.codes.map((c) => sentence(c, r.out, r.s)), fits: true };
   assert.equal(planProblem(p), '');
   const { own, ifEmpty } = planFields(p);
   assert.equal(own.plan_numbers, 'DP=16\nb');

@@ -1,331 +1,667 @@
-// The plan builder: the JavaScript twin of parallel_budget.plan_budget / search_plans
-// (model/plan.py, planterms.py, planreport.py; form in book/plan_vectors.py), held to them
-// by tests/vectors/plan.json. Mounted on <div class="pb-calc" data-calc="plan">.
-// Same arithmetic in the same order as Python, so both give the same doubles.
-// Classic script (no ES module), so it also runs from file://; node loads it with require().
+// The plan builder's model: the JavaScript twin of parallel_budget's plan (plansettings.py, plan.py,
+// planstep.py, timeline.py, schedule.py, plansearch.py, scaling.py, planreport.py) and of the drawing
+// layouts (book/planlayout.py), held to them by tests/vectors/plan.json (book/plan_vectors.py).
+// Same arithmetic in the same order as Python, so both give the same doubles. No DOM here
+// (planview.js draws); node loads it with require(). Classic script, so it also runs from file://.
 (function (root) {
 'use strict';
 const M = root.PBModel || require('./model.js');
-const { esc, fmtAuto, pct, trim } = M;
+const { fmt, pct, trim } = M;
 
 const f = (name, kind, def, min = null, max = null, o = {}) => ({
   name, kind, default: def, min, max, min_open: !!o.open, options: o.options || null, unit: o.unit || null, optional: !!o.optional,
 });
-const YN = { options: ['yes', 'no'] };
+const YN = ['yes', 'no'];
+const sel = (name, def, options) => f(name, 'select', def, null, null, { options });
+// Same fields and limits as parallel_budget.book.plan_vectors.FIELDS (checked by the vectors).
 const FIELDS = [
+  sel('model', 'llama2-7b', ['llama2-7b', 'llama2-70b', 'custom']),
   f('layers', 'int', '32', 1, 1024), f('hidden', 'int', '4096', 1, 65536), f('heads', 'int', '32', 1, 1024),
-  f('seq', 'int', '4096', 1, 131072), f('vocab', 'int', '32000', 1, 1000000), f('ffn', 'int', '11008', 1, 262144),
-  f('gated', 'select', 'yes', null, null, YN), f('params', 'params', '', 0, 1e15, { open: 1, optional: 1 }),
+  f('kv_heads', 'int', '32', 1, 1024), f('seq', 'int', '4096', 1, 131072), f('vocab', 'int', '32000', 1, 1000000),
+  f('ffn', 'int', '11008', 1, 262144), sel('gated', 'yes', YN), sel('dropout', 'no', YN), sel('flash_attention', 'yes', YN),
+  f('params', 'params', '', 0, 1e15, { open: 1, optional: 1 }),
   f('global_batch', 'int', '32', 1, 65536), f('micro_batch', 'int', '1', 1, 65536),
-  f('dp', 'int', '16', 1, 4096), f('tp', 'int', '1', 1, 4096), f('pp', 'int', '1', 1, 4096),
-  f('zero_stage', 'select', '2', null, null, { options: ['0', '1', '2', '3'] }),
-  f('schedule', 'select', '1f1b', null, null, { options: ['1f1b', 'gpipe'] }),
-  f('recompute', 'select', 'selective', null, null, { options: ['none', 'selective', 'full'] }),
-  f('sequence_parallel', 'select', 'yes', null, null, YN),
-  f('param_bytes', 'num', '2', 0, 64, { open: 1 }), f('grad_bytes', 'num', '2', 0, 64, { open: 1 }), f('optim_bytes', 'num', '12', 0, 64),
+  sel('cluster', 'a100-40gb', ['a100-40gb', 'h100-80gb', 'custom']),
   f('devices_per_node', 'int', '8', 1, 1024),
-  f('device_memory', 'num', '80', 0, 1e6, { open: 1, unit: 'memory_unit' }), f('memory_unit', 'select', 'GB', null, null, { options: ['GB', 'GiB'] }),
-  f('intra_bw', 'num', '150', 0, 1e6, { open: 1, unit: 'intra_unit' }), f('intra_unit', 'select', 'GB/s', null, null, { options: ['GB/s', 'Gb/s'] }),
-  f('inter_bw', 'num', '25', 0, 1e6, { open: 1, unit: 'inter_unit' }), f('inter_unit', 'select', 'GB/s', null, null, { options: ['GB/s', 'Gb/s'] }),
-  f('latency', 'num', '10', 0, 1e6), f('peak_tflops', 'num', '312', 0, 1e6, { open: 1 }), f('mfu', 'num', '0.4', 0, 1, { open: 1 }),
-  f('compute', 'num', '', 0, 1e7, { open: 1, optional: 1 }), f('overlap', 'num', '1', 0, 1), f('devices', 'int', '16', 1, 4096),
+  f('device_memory', 'num', '40', 0, 1e6, { open: 1, unit: 'memory_unit' }), sel('memory_unit', 'GiB', ['GB', 'GiB']),
+  f('intra_bw', 'num', '300', 0, 1e6, { open: 1, unit: 'intra_unit' }), sel('intra_unit', 'GB/s', ['GB/s', 'Gb/s']),
+  f('inter_bw', 'num', '25', 0, 1e6, { open: 1, unit: 'inter_unit' }), sel('inter_unit', 'GB/s', ['GB/s', 'Gb/s']),
+  f('peak_tflops', 'num', '312', 0, 1e6, { open: 1 }),
+  f('dp', 'int', '16', 1, 4096), f('tp', 'int', '1', 1, 4096), f('pp', 'int', '1', 1, 4096),
+  sel('zero_stage', '2', ['0', '1', '2', '3']), sel('schedule', '1f1b', ['1f1b', 'gpipe', 'interleaved']),
+  f('virtual_stages', 'int', '2', 1, 64), sel('recompute', 'none', ['none', 'selective', 'full']),
+  sel('sequence_parallel', 'yes', YN),
+  f('hfu', 'num', '0.4', 0, 1, { open: 1 }), f('latency', 'num', '10', 0, 1e6), f('bucket', 'num', '25', 0, 1e6, { open: 1 }),
+  f('param_bytes', 'num', '2', 0, 64, { open: 1 }), f('grad_bytes', 'num', '2', 0, 64, { open: 1 }), f('optim_bytes', 'num', '12', 0, 64),
+  f('compute', 'num', '', 0, 1e7, { open: 1, optional: 1 }),
+  sel('overlap_grad_reduce', 'yes', YN), sel('overlap_param_gather', 'no', YN),
+  f('devices', 'int', '16', 1, 4096),
 ];
+// presets.py, as form values: choosing a preset fills these fields.
+const PRESETS = {
+  model: {
+    'llama2-7b': { layers: '32', hidden: '4096', heads: '32', kv_heads: '32', seq: '4096', vocab: '32000', ffn: '11008', gated: 'yes', dropout: 'no', flash_attention: 'yes', params: '' },
+    'llama2-70b': { layers: '80', hidden: '8192', heads: '64', kv_heads: '8', seq: '4096', vocab: '32000', ffn: '28672', gated: 'yes', dropout: 'no', flash_attention: 'yes', params: '' },
+  },
+  cluster: {
+    'a100-40gb': { devices_per_node: '8', device_memory: '40', memory_unit: 'GiB', intra_bw: '300', intra_unit: 'GB/s', inter_bw: '25', inter_unit: 'GB/s', peak_tflops: '312' },
+    'h100-80gb': { devices_per_node: '8', device_memory: '80', memory_unit: 'GiB', intra_bw: '450', intra_unit: 'GB/s', inter_bw: '50', inter_unit: 'GB/s', peak_tflops: '989' },
+  },
+};
 const SPLIT = ['dp', 'tp', 'pp', 'zero_stage', 'micro_batch'];
-const BACKWARD_SHARE = 2 / 3, ACT = 2;
-const ZERO = [[['all-reduce', 'g']], [['reduce-scatter', 'g'], ['all-gather', 'p']], [['reduce-scatter', 'g'], ['all-gather', 'p']],
-  [['all-gather', 'p'], ['all-gather', 'p'], ['reduce-scatter', 'g']]];
+const ACT = 2;
+const ROWS = ['dp_allreduce', 'dp_reduce_scatter', 'dp_all_gather', 'dp_all_gather_backward', 'tp', 'pp'];
+const [AR, RS, AG, AGB, TPR, PPR] = [0, 1, 2, 3, 4, 5];
+const [COMPUTE, DP, PP_ACT, PP_GRAD] = [0, 2, 3, 4];
+const STREAMS = ['compute', 'tp', 'dp', 'pp_act', 'pp_grad'];
+const sum = (xs) => xs.reduce((a, x) => a + x, 0);
+const range = (n) => Array.from({ length: n }, (_, i) => i);
 
+// schedule.interleave_problem
+function rounds(p, m) { const n = Math.max(1, Math.floor(m / p)); return [n, Math.floor(m / n)]; }
+function interleaveProblem(layers, p, v, m) {
+  if (v < 2) return `交错调度每个 rank 至少要有 2 个虚拟阶段，收到 virtual_stages=${v}。`;
+  if (layers % (p * v)) return `交错调度要求 layers=${layers} 能被 pp×virtual_stages=${p}×${v}=${p * v} 整除：每个虚拟阶段要分到整数层。`;
+  const [n] = rounds(p, m);
+  if (m % n) return `交错调度要求微批次数 m=${m} 是轮数 max(1, m // pp)=${n} 的整数倍（PyTorch 的 ScheduleInterleaved1F1B 同样要求）。`;
+  return '';
+}
+
+// The form: values, or Chinese messages by field (same checks and order as plan_vectors._split_errors).
 function read(raw) {
   const v = {}, errors = {};
   for (const fd of FIELDS) {
-    const t = String(raw[fd.name] ?? fd.default).trim();
+    let t = raw[fd.name] ?? fd.default;
+    if (t === true || t === false) t = t ? 'yes' : 'no';
+    t = String(t).trim();
     if (fd.optional && !t) { v[fd.name] = null; continue; }
     try { v[fd.name] = M.fieldValue(fd, { [fd.name]: t }); } catch (e) { errors[fd.name] = e.message; }
   }
   if (Object.keys(errors).length) return { v, errors };
   if (v.hidden % v.heads) errors.heads = `heads=${v.heads} 要整除 hidden=${v.hidden}`;
+  else if (v.heads % v.kv_heads) errors.kv_heads = `kv_heads=${v.kv_heads} 要整除 heads=${v.heads}（每组查询头共享一组 K、V）`;
   if (v.heads % v.tp) errors.tp = `tp=${v.tp} 不能整除 heads=${v.heads}：每个 TP rank 要分到整数个注意力头`;
-  if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}：每个阶段要分到整数层`;
+  else if (v.kv_heads % v.tp) errors.tp = `tp=${v.tp} 不能整除 kv_heads=${v.kv_heads}：每个 TP rank 要分到整数组 K、V 头`;
+  if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}：每个流水线阶段要分到整数层`;
   if (v.global_batch % (v.dp * v.micro_batch)) errors.micro_batch = `global_batch=${v.global_batch} 不是 dp×micro_batch=${v.dp}×${v.micro_batch} 的整数倍：全局 batch 要保持不变`;
+  else if (v.pp > 1 && v.dp > 1 && +v.zero_stage >= 2) errors.zero_stage = `ZeRO-${v.zero_stage} 不能与 pp=${v.pp} 同用：ZeRO-2/3 每个微批次都要 reduce-scatter 梯度，DeepSpeed 也拒绝这种组合；请选 ZeRO-0/1 或 pp=1`;
+  else if (v.pp > 1 && v.schedule === 'interleaved') {
+    const why = interleaveProblem(v.layers, v.pp, v.virtual_stages, v.global_batch / (v.dp * v.micro_batch));
+    if (why) errors.virtual_stages = why;
+  }
   return { v, errors };
 }
 
-const layerParams = (h, ffn, gated) => 4.0 * h * h + (gated ? 3 : 2) * h * ffn;
+const layerParams = (h, ffn, gated, r) => (2.0 + 2.0 * r) * h * h + (gated ? 3 : 2) * h * ffn;
 
-// plan.settings: SI floats.
+// plansettings.settings from form values: SI floats.
 function settings(v) {
   const q = (n, u, k) => M.parseQuantity(`${v[n]} ${v[u]}`, k);
+  const yes = (n) => v[n] === 'yes';
   const s = {
-    layers: v.layers, hidden: v.hidden, heads: v.heads, seq: v.seq, vocab: v.vocab, ffn: v.ffn, gated: v.gated === 'yes',
-    global_batch: v.global_batch, schedule: v.schedule, recompute: v.recompute, sequence_parallel: v.sequence_parallel === 'yes',
+    layers: v.layers, hidden: v.hidden, heads: v.heads, kv_heads: v.kv_heads, seq: v.seq, vocab: v.vocab, ffn: v.ffn,
+    gated: yes('gated'), dropout: yes('dropout'), flash_attention: yes('flash_attention'), global_batch: v.global_batch,
+    schedule: v.schedule, recompute: v.recompute, sequence_parallel: yes('sequence_parallel'),
+    virtual_stages: v.schedule === 'interleaved' ? v.virtual_stages : 1,
     param_bytes: v.param_bytes, grad_bytes: v.grad_bytes, optim_bytes: v.optim_bytes, devices_per_node: v.devices_per_node,
     device_memory: q('device_memory', 'memory_unit', 'bytes'), intra_bw: q('intra_bw', 'intra_unit', 'bandwidth'),
-    inter_bw: q('inter_bw', 'inter_unit', 'bandwidth'), latency: v.latency * 1e-6, overlap: v.overlap, backward_share: BACKWARD_SHARE,
-    compute_single: v.compute, peak_flops: v.peak_tflops * 1e12, mfu: v.mfu,
+    inter_bw: q('inter_bw', 'inter_unit', 'bandwidth'), latency: v.latency * 1e-6, bucket: v.bucket * 2 ** 20,
+    compute_single: v.compute, peak_flops: v.compute !== null ? null : v.peak_tflops * 1e12, hfu: v.hfu,
+    overlap_grad_reduce: yes('overlap_grad_reduce'), overlap_param_gather: yes('overlap_param_gather'),
   };
-  s.params = v.params !== null ? v.params : s.layers * layerParams(s.hidden, s.ffn, s.gated) + 2 * s.vocab * s.hidden;
+  s.params = v.params !== null ? v.params : s.layers * layerParams(s.hidden, s.ffn, s.gated, s.kv_heads / s.heads) + 2 * s.vocab * s.hidden;
+  s.params_from_shape = v.params === null;
   return s;
 }
 
-// activations.layer_activation_bytes (Korthikanti et al. 2022, Table 2): [stored, working].
-function activations(s, b, h, a, t, sp, rc) {
-  const sbh = s * b * h, core = 5 * a * s * s * b;
-  const full = sp ? (34 * sbh + core) / t : sbh * (10 + 24 / t) + core / t;
+// activations.layer_terms / layer_activation_bytes: [stored, working]; o: {ffn, gated, dropout, flash_attention, kv_heads}.
+function activations(seq, b, h, a, t, sp, rc, o = {}) {
+  const ffn = o.ffn == null ? 4.0 * h : o.ffn, kv = o.kv_heads == null ? a : o.kv_heads;
+  const dropout = o.dropout == null ? true : !!o.dropout;
+  const whole = 8.0 + (dropout ? 2.0 : 0.0);
+  const split = 4.0 + 4.0 * kv / a + (o.gated ? 6.0 : 4.0) * ffn / h;
+  const core = o.flash_attention ? 4.0 * a / h : (dropout ? 5.0 : 2.0) * a * seq / h;
+  const sbh = seq * b * h, on = sp && t > 1;
+  const kept = sbh * (on ? whole / t : whole), full = kept + sbh * (split + core) / t;
   if (rc === 'none') return [full, 0.0];
-  if (rc === 'selective') return [full - core / t, core / t];
-  return [sp ? 2 * sbh / t : 2 * sbh, full];
+  if (rc === 'selective') return [kept + sbh * split / t, sbh * core / t];
+  return [on ? 2 * sbh / t : 2 * sbh, full];
 }
-const link = (stride, size, perNode) => (size === 1 || (stride * size <= perNode && perNode % (stride * size) === 0) ? 'intra' : 'inter');
-const rounds = (c, r) => (c === 'all-reduce' ? 2 * (r - 1) : c === 'send' ? 1 : r - 1);
-const alphaBeta = (calls, per, lat, sent, bw) => calls * per * lat + sent / bw;
-const sum = (xs) => xs.reduce((a, x) => a + x, 0);
 
-// plan._core: every number of one plan.
-function core(s, dp, tp, pp, stage, mb) {
-  const n = dp * tp * pp, m = Math.floor(s.global_batch / (dp * mb)), layers = s.layers / pp;
-  const sp = s.sequence_parallel && tp > 1, shard = s.params / (tp * pp), lat = s.latency;
-  const bw = { intra: s.intra_bw, inter: s.inter_bw };
-  const ps = (shard * s.param_bytes) / (stage >= 3 ? dp : 1);
-  const gs = (shard * s.grad_bytes) / (stage >= 2 ? dp : 1), os = (shard * s.optim_bytes) / (stage >= 1 ? dp : 1);
+// planterms: links, α-β calls, FLOPs, splits.
+const link = (stride, size, perNode) => (size === 1 || (stride * size <= perNode && perNode % (stride * size) === 0) ? 'intra' : 'inter');
+const share = (c, r) => { const x = 2 * (r - 1) / r; return c === 'all-reduce' ? x : x / 2; };
+const callTime = (c, r, lat, data, bw) => (c === 'send' ? lat + data / bw : (c === 'all-reduce' ? 2 * (r - 1) : r - 1) * lat + share(c, r) * data / bw);
+function trainFlops(params, tokens, layers, seq, hidden, rc) {
+  const attention = 4.0 * layers * seq * hidden * tokens, forward = 2.0 * params * tokens + attention, model = 3 * forward;
+  return [model, model + { none: 0.0, selective: attention, full: forward }[rc], attention];
+}
+function splitProblem(s, dp, tp, pp, stage, mb) {
+  if (s.heads % tp || s.kv_heads % tp || s.layers % pp || s.global_batch % (dp * mb)) return 'x';
+  if (pp > 1 && stage >= 2 && dp > 1) return 'x';
+  return pp > 1 && s.schedule === 'interleaved' ? interleaveProblem(s.layers, pp, s.virtual_stages, s.global_batch / (dp * mb)) : '';
+}
+const divisors = (n) => range(n).map((i) => i + 1).filter((d) => n % d === 0);
+function* splits(s, n) {
+  for (const tp of divisors(n)) {
+    if (s.heads % tp || s.kv_heads % tp) continue;
+    for (const pp of divisors(n / tp)) {
+      if (s.layers % pp) continue;
+      const dp = n / (tp * pp);
+      if (s.global_batch % dp) continue;
+      for (const mb of divisors(s.global_batch / dp)) for (const st of dp > 1 ? [0, 1, 2, 3] : [0]) if (!splitProblem(s, dp, tp, pp, st, mb)) yield [dp, tp, pp, st, mb];
+    }
+  }
+}
+
+// schedule.pipeline_order / in_flight
+const orders = new Map();
+function pipelineOrder(schedule, p, m, v) {
+  const key = `${schedule},${p},${m},${v}`;
+  if (orders.has(key)) return orders.get(key);
+  let out;
+  if (p === 1) out = [range(m).flatMap((j) => [[0, 'F', j], [0, 'B', j]])];
+  else if (schedule === 'interleaved') {
+    const [, per] = rounds(p, m);
+    out = range(p).map((r) => {
+      const warm = Math.min((v - 1) * per + 2 * (p - 1 - r), m * v), total = v * m, fwd = Array(v).fill(0), bwd = Array(v).fill(0), ops = [];
+      const F = (x) => { const c = Math.floor(x / per) % v; ops.push([c * p + r, 'F', fwd[c]++]); };
+      const B = (x) => { const c = v - 1 - Math.floor((x - warm) / per) % v; ops.push([c * p + r, 'B', bwd[c]++]); };
+      for (let x = 0; x < warm; x++) F(x);
+      for (let x = warm; x < total; x++) { F(x); B(x); }
+      for (let x = total; x < total + warm; x++) B(x);
+      return ops;
+    });
+  } else {
+    out = range(p).map((r) => {
+      if (schedule === 'gpipe') return [...range(m).map((j) => [r, 'F', j]), ...range(m).map((j) => [r, 'B', j])];
+      const warm = Math.min(m, p - r), ops = range(warm).map((j) => [r, 'F', j]);
+      let fw = warm;
+      for (let j = 0; j < m; j++) { ops.push([r, 'B', j]); if (fw < m) ops.push([r, 'F', fw++]); }
+      return ops;
+    });
+  }
+  orders.set(key, out);
+  return out;
+}
+function inFlight(ops) { let peak = 0, held = 0; for (const o of ops) { held += o[1] === 'F' ? 1 : -1; peak = Math.max(peak, held); } return peak; }
+
+// timeline.Timeline, in flat arrays per device (no object per event): stream, start, end, work, row, tp, busy
+// start, and the tag as three numbers (kind in KIND, stage or layer, microbatch).
+const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P'];
+const lane = () => ({ st: [], s: [], e: [], w: [], r: [], t: [], b: [], kind: [], k: [], j: [] });
+class Timeline {
+  constructor(devices) { this.devices = devices; this.free = Array(devices * 5).fill(0.0); this.ev = range(devices).map(lane); this.lastStart = 0.0; }
+  put(d, stream, work, ready, tail, row, kind, k, j, tp = 0.0) {
+    const i = d * 5 + stream;
+    let s = this.free[i];
+    if (ready > s) s = ready;
+    let e = s + work, busy = s;
+    if (tail > e) { e = tail; busy = tail - work; }
+    if (tp) e += tp;
+    this.free[i] = e;
+    this.lastStart = s;
+    const L = this.ev[d];
+    L.st.push(stream); L.s.push(s); L.e.push(e); L.w.push(work); L.r.push(row); L.t.push(tp); L.b.push(busy); L.kind.push(kind); L.k.push(k); L.j.push(j);
+    return e;
+  }
+  get step() { return Math.max(...this.free); }
+}
+
+// planstep.build
+const [KF, KB, KAG, KAGB, KRS, KR, KP] = [0, 1, 2, 3, 4, 5, 6];
+function zero3(sp, tl) {
+  const n = sp.layers, fl = sp.f / n, bl = sp.b / n, tfl = sp.tf / n, tbl = sp.tb / n, g = sp.layer_gather, r = sp.layer_scatter;
+  let hold = 0.0;
+  for (let j = 0; j < sp.m; j++) {
+    let ready = tl.put(0, DP, g, hold, 0.0, AG, KAG, 0, j);
+    for (let l = 0; l < n; l++) {
+      hold = tl.put(0, COMPUTE, fl, Math.max(ready, hold), 0.0, TPR, KF, l, j, tfl);
+      if (l + 1 < n) ready = tl.put(0, DP, g, tl.lastStart, 0.0, AG, KAG, l + 1, j);
+    }
+    ready = tl.put(0, DP, g, hold, 0.0, AGB, KAGB, n - 1, j);
+    for (let l = n - 1; l >= 0; l--) {
+      const out = tl.put(0, COMPUTE, bl, Math.max(ready, hold), 0.0, TPR, KB, l, j, tbl), began = tl.lastStart;
+      if (l) ready = tl.put(0, DP, g, began, 0.0, AGB, KAGB, l - 1, j);
+      hold = out;
+      const done = tl.put(0, DP, r, out, 0.0, RS, KRS, l, j);
+      if (!sp.overlap_grad_reduce) hold = done;
+    }
+  }
+}
+function build(sp) {
+  const { p, v, m } = sp, tl = new Timeline(p);
+  if (sp.dp && sp.stage === 3) { zero3(sp, tl); return tl; }
+  const order = pipelineOrder(sp.schedule, p, m, v), stages = p * v;
+  const act = Array(stages * m).fill(-1.0), grad = Array(stages * m).fill(-1.0), hold = Array(p).fill(0.0);
+  const zero12 = sp.dp && (sp.stage === 1 || sp.stage === 2), kb = sp.buckets, { f, b, tf, tb, d } = sp;
+  const gathered = new Map();
+  if (zero12 && sp.overlap_param_gather) {
+    for (let r = 0; r < p; r++) for (let c = 0; c < v; c++) {
+      const last = tl.put(r, DP, kb * sp.param_bucket, 0.0, 0.0, AG, KAG, c * p + r, -1);
+      gathered.set(r * v + c, [tl.lastStart + sp.param_bucket, last]);
+    }
+  }
+  const reduceRow = sp.stage === 0 ? AR : RS, eachMb = sp.stage === 2, reduceHere = sp.dp && sp.stage < 3;
+  const ptr = Array(p).fill(0), sweep = [...range(p), ...range(Math.max(p - 2, 0)).map((i) => p - 2 - i).filter((i) => i > 0)];
+  let left = sum(order.map((o) => o.length));
+  while (left) {
+    const moved = left;
+    for (const r of sweep) {
+      const ops = order[r];
+      let i = ptr[r];
+      while (i < ops.length) {
+        const [k, kind, j] = ops[i];
+        if (kind === 'F') {
+          let ready = k ? act[k * m + j] : 0.0;
+          if (ready < 0) break;
+          if (ready < hold[r]) ready = hold[r];
+          let out;
+          if (j === 0 && gathered.size) {
+            const [first, last] = gathered.get(r * v + Math.floor(k / p));
+            out = tl.put(r, COMPUTE, f, Math.max(ready, first), last + f / kb, TPR, KF, k, j, tf);
+          } else out = tl.put(r, COMPUTE, f, ready, 0.0, TPR, KF, k, j, tf);
+          if (k + 1 < stages) act[(k + 1) * m + j] = tl.put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, KP, k + 1, j);
+        } else {
+          const ready = k + 1 < stages ? grad[k * m + j] : 0.0;
+          if (ready < 0) break;
+          const out = tl.put(r, COMPUTE, b, Math.max(ready, hold[r]), 0.0, TPR, KB, k, j, tb), began = tl.lastStart;
+          if (k) grad[(k - 1) * m + j] = tl.put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, KP, k - 1, j);
+          if (reduceHere && (eachMb || j === m - 1)) {
+            const a = sp.grad_bucket;
+            if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
+            else hold[r] = tl.put(r, DP, kb * a, out, 0.0, reduceRow, KR, k, j);
+          }
+        }
+        i++;
+        left--;
+      }
+      ptr[r] = i;
+    }
+    if (left === moved) throw new Error('流水线调度出现了循环依赖');
+  }
+  if (zero12 && !sp.overlap_param_gather) for (let r = 0; r < p; r++) tl.put(r, DP, v * kb * sp.param_bucket, 0.0, 0.0, AG, KAG, -1, -1);
+  return tl;
+}
+
+// timeline.read, on [starts, ends] lists sorted by start (each lane is: it runs one event at a time).
+// union: the merged, disjoint intervals of two such lists (the same set as Python's sorted(a + b) pass).
+function union(s1, e1, s2, e2) {
+  const S = [], E = [], n1 = s1.length, n2 = s2.length;
+  let i = 0, j = 0;
+  while (i < n1 || j < n2) {
+    let s, e;
+    if (j >= n2 || (i < n1 && (s1[i] < s2[j] || (s1[i] === s2[j] && e1[i] <= e2[j])))) { s = s1[i]; e = e1[i++]; } else { s = s2[j]; e = e2[j++]; }
+    const n = S.length;
+    if (n && s <= E[n - 1]) { if (e > E[n - 1]) E[n - 1] = e; } else { S.push(s); E.push(e); }
+  }
+  return [S, E];
+}
+// For each interval, the seconds not inside the cover (timeline._uncovered).
+function uncovered(s0, e0, cs, ce, out) {
+  const n = cs.length;
+  let k = 0;
+  for (let q = 0; q < s0.length; q++) {
+    const s = s0[q], e = e0[q];
+    while (k < n && ce[k] <= s) k++;
+    let left = e - s, x = s;
+    for (let i = k; i < n && cs[i] < e; i++) {
+      const lo = Math.max(cs[i], x), hi = Math.min(ce[i], e);
+      if (hi > lo) { left -= hi - lo; x = hi; }
+    }
+    out.push(Math.max(left, 0.0));
+  }
+  return out;
+}
+function readTimeline(tl, device, rows) {
+  const L = tl.ev[device], comm = Array(rows).fill(0.0), exposed = Array(rows).fill(0.0);
+  const bs = [], be = [], ts = [], te = [], tr = [], ds = [], de = [], dr = [], as = [], ae = [], gs = [], ge = [];
+  let compute = 0.0, ppRow = -1;
+  for (let i = 0; i < L.s.length; i++) {
+    const st = L.st[i], r = L.r[i];
+    if (st === COMPUTE) {
+      const b = L.b[i], w = L.w[i], t = L.t[i];
+      bs.push(b); be.push(b + w); compute += w;
+      if (t) { ts.push(L.e[i] - t); te.push(L.e[i]); tr.push(r); comm[r] += t; }
+      continue;
+    }
+    comm[r] += L.w[i];
+    if (st === DP) { ds.push(L.s[i]); de.push(L.e[i]); dr.push(r); } else { ppRow = r; (st === PP_ACT ? as : gs).push(L.s[i]); (st === PP_ACT ? ae : ge).push(L.e[i]); }
+  }
+  const [ps, pe] = union(as, ae, gs, ge);
+  let [cs, ce] = union(bs, be, [], []);
+  for (const [s0, e0, rr] of [[ts, te, tr], [ps, pe, null], [ds, de, dr]]) {
+    if (!s0.length) continue;
+    uncovered(s0, e0, cs, ce, []).forEach((x, q) => { exposed[rr ? rr[q] : ppRow] += x; });
+    [cs, ce] = union(cs, ce, s0, e0);
+  }
+  const step = tl.step;
+  let idle = step - compute - sum(exposed);
+  if (idle < step * 1e-12) idle = 0.0;
+  return { step, compute, comm, exposed, idle };
+}
+
+// plan._spec, _memory, _rows, _time
+function spec(s, dp, tp, pp, stage, mb) {
+  const v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb));
+  const layers = Math.floor(s.layers / (pp * v)), sp = s.sequence_parallel && tp > 1, per = s.devices_per_node, lat = s.latency;
+  const bw = { intra: s.intra_bw, inter: s.inter_bw }, shard = s.params / (tp * pp), grads = shard * s.grad_bytes, params = shard * s.param_bytes;
+  const [model, , attention] = trainFlops(s.params, s.global_batch * s.seq, s.layers, s.seq, s.hidden, s.recompute);
+  const spf = s.compute_single !== null ? s.compute_single / model : 1 / (s.peak_flops * s.hfu);
+  const n = s.layers * dp * m * tp, fwd = model / 3 / n * spf, attn = attention / n * spf;
+  const extra = { none: 0.0, selective: attn, full: fwd }[s.recompute];
+  let tf = 0.0, tb = 0.0, d = 0.0;
+  if (tp > 1) {
+    const ar = callTime('all-reduce', tp, lat, mb * s.seq * s.hidden * ACT, bw[link(1, tp, per)]);
+    tf = layers * 2 * ar; tb = layers * (s.recompute === 'full' ? 4 : 2) * ar;
+  }
+  if (pp > 1) d = callTime('send', pp, lat, mb * s.seq * s.hidden * ACT / (sp ? tp : 1), bw[link(tp * dp, pp, per)]);
+  const k = Math.max(1, Math.ceil(grads / v / s.bucket)), dbw = bw[link(tp, dp, per)];
+  return {
+    schedule: pp > 1 ? s.schedule : '1f1b', p: pp, v, m, stage, dp: dp > 1, layers, f: layers * fwd, b: layers * (2 * fwd + extra), tf, tb, d, buckets: k,
+    grad_bucket: callTime(stage === 0 ? 'all-reduce' : 'reduce-scatter', dp, lat, grads / v / k, dbw),
+    param_bucket: callTime('all-gather', dp, lat, params / v / k, dbw),
+    layer_gather: callTime('all-gather', dp, lat, params / s.layers, dbw), layer_scatter: callTime('reduce-scatter', dp, lat, grads / s.layers, dbw),
+    overlap_grad_reduce: s.overlap_grad_reduce, overlap_param_gather: s.overlap_param_gather,
+  };
+}
+function memory(s, dp, tp, pp, stage, mb) {
+  const v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb)), shard = s.params / (tp * pp);
+  const ps = shard * s.param_bytes / (stage >= 3 ? dp : 1), gs = shard * s.grad_bytes / (stage >= 2 ? dp : 1), os = shard * s.optim_bytes / (stage >= 1 ? dp : 1);
   const states = ps + gs + os;
-  const [stored, working] = activations(s.seq, mb, s.hidden, s.heads, tp, sp, s.recompute);
-  const flight = s.schedule === 'gpipe' ? m : Math.min(pp, m);
-  const acts = stored * layers * flight;
-  const gather = stage === 3 && dp > 1 ? 2 * layerParams(s.hidden, s.ffn, s.gated) / tp * s.param_bytes : 0.0;
+  const [stored, working] = activations(s.seq, mb, s.hidden, s.heads, tp, s.sequence_parallel && tp > 1, s.recompute, s);
+  const flight = pp > 1 ? inFlight(pipelineOrder(s.schedule, pp, m, v)[0]) : 1;
+  const acts = stored * Math.floor(s.layers / (pp * v)) * flight;
+  const gather = stage === 3 && dp > 1 ? (2 * s.param_bytes + s.grad_bytes) * shard / s.layers : 0.0;
   const total = states + acts + gather + working;
-  const comm = [];
+  return { m, in_flight: flight, fits: total <= s.device_memory, memory: { param_state: ps, grad_state: gs, optim_state: os, states, activations: acts, gather, working, temporary: gather + working, total } };
+}
+function commRows(s, dp, tp, pp, stage, mb, sp) {
+  const per = s.devices_per_node, { m, v, buckets: k } = sp, shard = s.params / (tp * pp), grads = shard * s.grad_bytes, params = shard * s.param_bytes, rows = [];
   if (dp > 1) {
-    const lk = link(tp, dp, s.devices_per_node), half = (2 * (dp - 1) / dp) / 2;
-    for (const [c, what] of ZERO[stage]) {
-      const calls = stage === 3 ? layers * m : 1;
-      const sent = shard * (what === 'g' ? s.grad_bytes : s.param_bytes) * (c === 'all-reduce' ? 2 : 1) * half * (stage === 3 ? m : 1);
-      comm.push([`DP ${c}`, 'dp', dp, lk, calls, sent, alphaBeta(calls, rounds(c, dp), lat, sent, bw[lk]), true]);
+    const lk = link(tp, dp, per), g1 = share('reduce-scatter', dp) * grads, p1 = share('all-gather', dp) * params, ov = s.overlap_grad_reduce;
+    const row = (r, name, what, calls, sent, o) => rows.push([r, name, what, 'dp', dp, lk, calls, sent, o]);
+    if (stage === 0) row(AR, 'DP all-reduce', '梯度', v * k, share('all-reduce', dp) * grads, ov);
+    else if (stage < 3) {
+      const n = stage === 2 ? m : 1;
+      row(RS, 'DP reduce-scatter', '梯度', n * v * k, n * g1, ov);
+      row(AG, 'DP all-gather', '更新后的参数', v * k, p1, s.overlap_param_gather);
+    } else {
+      const n = m * s.layers;
+      row(AG, 'DP all-gather', '前向用的参数', n, m * p1, true);
+      row(AGB, 'DP all-gather', '反向用的参数', n, m * p1, true);
+      row(RS, 'DP reduce-scatter', '梯度', n, m * g1, ov);
     }
   }
   if (tp > 1) {
-    const lk = link(1, tp, s.devices_per_node), calls = 4 * layers * m;
-    const sent = (s.seq * mb * s.hidden * 2.0 * 4) * (2 * (tp - 1) / tp) * layers * m;
-    comm.push([sp ? 'TP all-gather + reduce-scatter' : 'TP all-reduce', 'tp', tp, lk, calls, sent, alphaBeta(calls, rounds('all-reduce', tp), lat, sent, bw[lk]), false]);
+    const n = m * Math.floor(s.layers / pp) * (s.recompute === 'full' ? 6 : 4), sent = n * share('all-reduce', tp) * mb * s.seq * s.hidden * ACT;
+    rows.push([TPR, s.sequence_parallel ? 'TP all-gather + reduce-scatter' : 'TP all-reduce', '激活', 'tp', tp, link(1, tp, per), n * (s.sequence_parallel ? 2 : 1), sent, false]);
   }
   if (pp > 1) {
-    const lk = link(tp * dp, pp, s.devices_per_node), sent = 2 * m * mb * s.seq * s.hidden * ACT / (sp ? tp : 1);
-    comm.push(['PP send/recv', 'pp', pp, lk, 2 * m, sent, alphaBeta(2 * m, 1, lat, sent, bw[lk]), false]);
+    const n = (2 * v - 1) * m, msg = mb * s.seq * s.hidden * ACT / (s.sequence_parallel && tp > 1 ? tp : 1);
+    rows.push([PPR, 'PP send/recv', '激活与其梯度', 'pp', pp, link(tp * dp, pp, per), n, n * msg, true]);
   }
-  const tokens = s.global_batch * s.seq, attention = 4.0 * s.layers * s.seq * s.hidden * tokens;
-  const forward = 2.0 * s.params * tokens + attention, model = 3 * forward;
-  const run = model + { none: 0.0, selective: attention, full: forward }[s.recompute];
-  const ideal = s.compute_single !== null ? s.compute_single / n : model / (n * s.peak_flops * s.mfu);
-  const compute = ideal * run / model;
-  const dpTime = sum(comm.filter((c) => c[7]).map((c) => c[6]));
-  const critical = sum(comm.filter((c) => !c[7]).map((c) => c[6]));
-  const tpTime = sum(comm.filter((c) => c[1] === 'tp').map((c) => c[6]));
-  const hidden = dpTime === 0 ? 0.0 : M.stepTime((stage === 3 ? compute : compute / m) * n, n, dpTime, s.overlap, s.backward_share).hidden_comm;
-  const bubble = ((pp - 1) / m) * (compute + tpTime);
-  const exposed = dpTime - hidden + critical, step = compute + exposed + bubble;
+  return rows;
+}
+function time(s, dp, tp, pp, stage, mb) {
+  const sp = spec(s, dp, tp, pp, stage, mb), r = readTimeline(build(sp), 0, 6);
+  const rows = commRows(s, dp, tp, pp, stage, mb, sp).map((x) => [...x, r.comm[x[0]], r.exposed[x[0]]]);
+  const n = dp * tp * pp, [model, run] = trainFlops(s.params, s.global_batch * s.seq, s.layers, s.seq, s.hidden, s.recompute);
+  const ideal = s.compute_single !== null ? s.compute_single / n : model / (n * s.peak_flops * s.hfu);
+  const exposed = sum(rows.map((x) => x[10])), peak = s.peak_flops;
   return {
-    params: s.params, microbatches: m, in_flight: flight,
-    memory: { param_state: ps, grad_state: gs, optim_state: os, states, activations: acts, gather, working, temporary: gather + working, total },
-    comm, compute, ideal, hidden_comm: hidden, exposed_comm: exposed, bubble, step, tokens_per_s: tokens / step, efficiency: ideal / step,
-    fits: total <= s.device_memory,
+    rows, compute: r.compute, ideal, hidden_comm: sum(rows.map((x) => x[9])) - exposed, exposed_comm: exposed, bubble: r.idle, step: r.step,
+    tokens_per_s: s.global_batch * s.seq / r.step, efficiency: ideal / r.step,
+    mfu: peak === null ? null : model / (r.step * n * peak), hfu: peak === null ? null : run / (r.step * n * peak),
   };
 }
+// One plan: the numbers plan_vectors.budget_out gives (comm rows without their row index).
+function core(s, dp, tp, pp, stage, mb) {
+  const o = Object.assign(memory(s, dp, tp, pp, stage, mb), time(s, dp, tp, pp, stage, mb));
+  o.params = s.params;
+  o.microbatches = o.m;
+  delete o.m;
+  o.comm = o.rows.map((x) => x.slice(1));
+  delete o.rows;
+  o.zero_stage = stage;
+  o.split = [dp, tp, pp, stage, mb];
+  return o;
+}
 
-// planreport.overheads / verdict_codes.
+// plansearch: best first, the `top` fastest and how many fit.
+function lowerBound(s, dp, tp, pp, stage, mb) {
+  const sp = spec(s, dp, tp, pp, stage, mb);
+  let bound = (sp.m * sp.v + sp.p - 1) * (sp.f + sp.b + sp.tf + sp.tb);
+  if (dp === 1) return bound;
+  if (stage === 3) return bound + 2 * sp.m * sp.layer_gather + sp.layer_scatter;
+  bound += sp.grad_bucket * (sp.overlap_grad_reduce ? 1 : sp.buckets);
+  if (stage && !sp.overlap_param_gather) bound += sp.v * sp.buckets * sp.param_bucket;
+  return bound;
+}
+const cmp = (a, b) => { for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1; return 0; };
+function search(s, n, top = 10) {
+  const pending = [];
+  let candidates = 0;
+  for (const sp of splits(s, n)) {
+    candidates++;
+    const c = memory(s, ...sp);
+    if (c.fits) pending.push([lowerBound(s, ...sp), sp, c]);
+  }
+  pending.sort((a, b) => a[0] - b[0] || cmp(a[1], b[1]));
+  const timed = [], found = [];
+  let next = 0;
+  while (found.length < top) {
+    const bound = next < pending.length ? pending[next][0] : null;
+    let best = -1;
+    for (let i = 0; i < timed.length; i++) if (best < 0 || cmp(timed[i][0], timed[best][0]) < 0) best = i;
+    if (best >= 0 && (bound === null || timed[best][0][0] < bound * (1 - 1e-9))) { found.push(timed.splice(best, 1)[0]); continue; }
+    if (bound === null) break;
+    const [, sp, c] = pending[next++], t = time(s, ...sp);
+    timed.push([[t.step, sum(t.rows.map((x) => x[7])), c.memory.total, ...sp], sp, t, c]);
+  }
+  return { candidates, fits: pending.length, timed: next, plans: found.map(([, sp, t, c]) => [...sp, t.step, c.memory.total]) };
+}
+
+// scaling.plan_scaling
+function scalingDps(gb, mb, dp) {
+  const most = Math.floor(gb / mb), out = new Set([1, dp]);
+  for (let d = 1; d <= most; d *= 2) if (most % d === 0 && 8 * d >= dp) out.add(d);
+  return [...out].sort((a, b) => a - b);
+}
+function scaling(s, split, over = 'devices') {
+  const [dp, tp, pp, stage, mb] = split, pts = [];
+  const point = (s2, x, d, st) => {
+    const c = Object.assign(memory(s2, d, tp, pp, st, mb), time(s2, d, tp, pp, st, mb)), n = d * tp * pp;
+    pts.push({ x, devices: n, speedup: n * c.efficiency, efficiency: c.efficiency, fits: c.fits });
+  };
+  if (over === 'devices') {
+    for (const d of scalingDps(s.global_batch, mb, dp)) { const st = d > 1 ? stage : 0; if (!splitProblem(s, d, tp, pp, st, mb)) point(s, d * tp * pp, d, st); }
+  } else for (const x of [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]) { const s2 = Object.assign({}, s, { inter_bw: s.inter_bw * x }); point(s2, s2.inter_bw, dp, stage); }
+  return { over, points: pts };
+}
+
+// ---------------------------------------------------------------- planlayout: what the drawings show
+const tfmt = (x) => fmt(x, 's', Math.abs(x) >= 1 ? 's' : 'ms');
+const STREAM_ZH = { compute: '计算', tp: 'TP', dp: 'DP', pp: 'PP' };
+const ROW_ZH = { dp_allreduce: 'DP all-reduce', dp_reduce_scatter: 'DP reduce-scatter', dp_all_gather: 'DP all-gather', dp_all_gather_backward: 'DP all-gather（反向）', tp: 'TP 集合通信', pp: 'PP 点对点' };
+const SHORT = { dp_allreduce: 'AR', dp_reduce_scatter: 'RS', dp_all_gather: 'AG', dp_all_gather_backward: 'AG' };
+const MEMORY = [['param_state', '参数'], ['grad_state', '梯度'], ['optim_state', '优化器状态'], ['activations', '激活'], ['gather', '临时缓冲'], ['working', '重算工作区']];
+function events(tl) {
+  const out = [];
+  tl.ev.forEach((L, d) => {
+    for (let i = 0; i < L.s.length; i++) {
+      const stream = L.st[i], s = L.s[i], e = L.e[i], w = L.w[i], r = L.r[i], t = L.t[i], tag = [KIND[L.kind[i]], L.k[i], L.j[i]];
+      if (stream === COMPUTE) {
+        out.push({ device: d, stream: 'compute', start: s, end: e - t, work: w, row: -1, tag });
+        if (t) out.push({ device: d, stream: 'tp', start: e - t, end: e, work: t, row: r, tag: ['TP', tag[1], tag[2]] });
+      } else out.push({ device: d, stream: STREAMS[stream], start: s, end: e, work: w, row: r, tag });
+    }
+  });
+  return out;
+}
+// timeline._pieces: the parts of each [start, end, row] (sorted by start) outside the cover.
+function pieces(intervals, cs, ce) {
+  const out = [], n = cs.length;
+  let k = 0;
+  for (const [s, e, r] of intervals) {
+    while (k < n && ce[k] <= s) k++;
+    let x = s;
+    for (let i = k; i < n && cs[i] < e; i++) {
+      if (cs[i] > x) out.push([x, cs[i], r]);
+      x = Math.max(x, ce[i]);
+      if (x >= e) break;
+    }
+    if (x < e) out.push([x, e, r]);
+  }
+  return out;
+}
+const byTriple = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+function exposedSpans(evs, device, step) {
+  const bs = [], be = [], groups = { tp: [], pp: [], dp: [] };
+  for (const e of evs) {
+    if (e.device !== device) continue;
+    if (e.stream === 'compute') { bs.push(e.end - e.work); be.push(e.end); } else groups[e.stream.startsWith('pp') ? 'pp' : e.stream].push([e.start, e.end, e.row]);
+  }
+  let [cs, ce] = union(bs, be, [], []), spans = [];
+  for (const name of ['tp', 'pp', 'dp']) {
+    let group = groups[name].sort(byTriple);
+    if (name === 'pp' && group.length) { const row = group[0][2], [S, E] = union(group.map((x) => x[0]), group.map((x) => x[1]), [], []); group = S.map((s, i) => [s, E[i], row]); }
+    spans = spans.concat(pieces(group, cs, ce));
+    [cs, ce] = union(cs, ce, group.map((x) => x[0]), group.map((x) => x[1]));
+  }
+  return [spans.sort(byTriple), pieces([[0.0, step, -1]], cs, ce).map(([s, e]) => [s, e])];
+}
+const shownDevices = (p) => (p <= 4 ? range(p) : [0, 1, p - 2, p - 1]);
+const streamOf = (row) => (ROWS[row] === 'tp' || ROWS[row] === 'pp' ? ROWS[row] : 'dp');
+function what(e, zero3) {
+  const [kind, k, j] = e.tag;
+  if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${kind === 'F' ? '前向' : '反向'} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
+  const name = ROW_ZH[ROWS[e.row]];
+  if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
+  if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
+  return ['dp', SHORT[ROWS[e.row]], name + (j >= 0 ? `：微批次 ${j}` : '')];
+}
+function merge(blocks, gap, narrow) {
+  const out = [];
+  for (const b of blocks) {
+    const last = out[out.length - 1];
+    if (last && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
+      last[1] = Math.max(last[1], b[1]); last[5] += b[5]; last[6] += b[6];
+      if (last[3] !== b[3]) last[3] = '';
+      if (last[2] !== b[2]) { last[2] = 'C'; last[4] = '前向与反向'; }
+    } else out.push(b.slice());
+  }
+  return out;
+}
+function spanMerge(spans, gap) {
+  const out = [];
+  for (const [s, e] of spans) { if (out.length && s - out[out.length - 1][1] <= gap) out[out.length - 1][1] = Math.max(out[out.length - 1][1], e); else out.push([s, e]); }
+  return out;
+}
+// planlayout.timeline_layout of one plan (o: core's result, sp: its spec).
+function timelineLayout(tl, o) {
+  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 100, tiny = step / 2000;
+  const [dp, , pp, stage] = o.split, zero3 = stage === 3 && dp > 1, lanes = [], blocks = [], marks = [];
+  const byDevice = new Map(shownDevices(pp).map((d) => [d, []]));
+  for (const e of evs) if (byDevice.has(e.device)) byDevice.get(e.device).push(e);
+  for (const [d, own] of byDevice) {
+    const [spans, idle] = exposedSpans(own, d, step);
+    const streams = ['compute', ...['tp', 'dp', 'pp'].filter((x) => own.some((e) => e.stream.startsWith(x)))];
+    for (const stream of streams) {
+      const lane = lanes.length;
+      lanes.push({ device: d, stream, label: pp > 1 ? `rank ${d} ${STREAM_ZH[stream]}` : STREAM_ZH[stream] });
+      const raw = own.filter((e) => e.stream.startsWith(stream)).sort((a, b) => a.start - b.start || a.end - b.end)
+        .map((e) => { const [kind, short, w] = what(e, zero3); return [e.start, e.end, kind, short, w, 1, e.work]; });
+      for (const [s, e, kind, label, w, count, busy] of merge(raw, gap, narrow)) {
+        blocks.push({ lane, start: s, end: e, kind, label, title: count === 1 ? `${w}：${tfmt(busy)}` : `${w} 等 ${count} 段：共 ${tfmt(busy)}` });
+      }
+      if (stream === 'compute') {
+        for (const [s, e] of spanMerge(idle.filter((x) => x[1] - x[0] > tiny), gap)) marks.push({ lane, start: s, end: e, kind: 'idle', title: `等待（气泡）：${tfmt(e - s)}` });
+      } else if (stream !== 'tp') {
+        const mine = spans.filter(([s, e, r]) => e - s > tiny && streamOf(r) === stream).map(([s, e]) => [s, e]);
+        for (const [s, e] of spanMerge(mine, gap)) marks.push({ lane, start: s, end: e, kind: 'exposed', title: `暴露的 ${STREAM_ZH[stream]} 通信：${tfmt(e - s)}` });
+      }
+    }
+  }
+  return { step, lanes, blocks, marks };
+}
+const memoryLayout = (o, s) => ({ parts: MEMORY.map(([key, label]) => ({ key, label, bytes: o.memory[key] })), total: o.memory.total, capacity: s.device_memory, fits: o.fits });
+
+// ---------------------------------------------------------------- planreport: verdict and assumptions
+const B = (x) => fmt(x, 'B');
+const T = (x) => tfmt(x);
 function overheads(o) {
-  const t = (g) => sum(o.comm.filter((c) => c[1] === g).map((c) => c[6]));
-  const x = { dp: o.exposed_comm - sum(o.comm.filter((c) => !c[7]).map((c) => c[6])), tp: t('tp'), pp: t('pp'), bubble: o.bubble };
-  for (const k in x) x[k] = Math.max(x[k], 0.0);
+  const x = { dp: 0, tp: 0, pp: 0 };
+  for (const g of ['dp', 'tp', 'pp']) x[g] = sum(o.comm.filter((c) => c[2] === g).map((c) => c[9]));
+  x.bubble = o.bubble;
   return x;
 }
-function codes(o, tp) {
+const gatherRow = (o, s) => ((o.zero_stage === 1 || o.zero_stage === 2) && o.split[0] > 1 && !s.overlap_param_gather ? o.comm.find((c) => c[0] === 'DP all-gather') : null);
+function codes(o, s) {
   const c = [o.fits ? 'fits' : 'too_big', 'batch', 'units', 'overlap'];
-  if (tp > 1 && o.comm.some((x) => x[1] === 'tp' && x[3] === 'inter')) c.push('tp_inter');
+  if (o.split[1] > 1 && o.comm.some((x) => x[2] === 'tp' && x[4] === 'inter')) c.push('tp_inter');
+  if (gatherRow(o, s)) c.push('gather');
+  if (o.mfu !== null) c.push('flops');
   let worst = ['none', 0];
   for (const [k, v] of Object.entries(overheads(o))) if (v > worst[1]) worst = [k, v];
   c.push(`worst_${worst[0]}`);
   return c;
 }
-
-function* splits(s, n) {
-  const div = (x) => { const d = []; for (let i = 1; i <= x; i++) if (x % i === 0) d.push(i); return d; };
-  for (const tp of div(n)) {
-    if (s.heads % tp) continue;
-    for (const pp of div(n / tp)) {
-      if (s.layers % pp) continue;
-      const dp = n / (tp * pp);
-      if (s.global_batch % dp) continue;
-      for (const mb of div(s.global_batch / dp)) for (const st of dp > 1 ? [0, 1, 2, 3] : [0]) yield [dp, tp, pp, st, mb];
+const WORST = { dp: '暴露的 DP/ZeRO 通信', tp: 'TP 通信', pp: '暴露的 PP 点对点通信', bubble: '流水线气泡' };
+const mem = (o, s, verb, sign) => `${verb}：每卡 ${B(o.memory.total)} ${sign} 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时缓冲 ${B(o.memory.gather)}，重算工作区 ${B(o.memory.working)}）。`;
+function sentence(code, o, s) {
+  const [dp, tp, , stage, mb] = o.split, ov = overheads(o), again = o.compute - o.ideal;
+  switch (code) {
+    case 'fits': return mem(o, s, '放得下', '≤');
+    case 'too_big': return mem(o, s, '放不下', '>');
+    case 'batch': return `全局 batch 不变：${s.global_batch} = dp ${dp} × micro_batch ${mb} × 微批次数 ${o.microbatches}。`;
+    case 'units': return `带宽按字节读：节点内 ${fmt(s.intra_bw, 'B/s')}（= ${trim(s.intra_bw * 8e-9, 4)} Gb/s），跨节点 ${fmt(s.inter_bw, 'B/s')}（= ${trim(s.inter_bw * 8e-9, 4)} Gb/s）。`;
+    case 'overlap': return `重叠：通信共 ${T(sum(o.comm.map((c) => c[8])))}，与计算重叠 ${T(o.hidden_comm)}，暴露 ${T(o.exposed_comm)}（DP ${T(ov.dp)}，TP ${T(ov.tp)}，PP ${T(ov.pp)}）；气泡 ${T(o.bubble)}。`;
+    case 'tp_inter': return `TP=${tp} 超出一个节点（每节点 ${s.devices_per_node} 卡），每层的 TP 通信只能走跨节点链路。`;
+    case 'gather': { const g = gatherRow(o, s); return `ZeRO-${stage} 更新后参数的 all-gather 要等优化器、优化器要等全部梯度，只能排在这一步最后：${T(g[8])} 中暴露 ${T(g[9])}；overlap_param_gather=True 让它与下一步的前向重叠。`; }
+    case 'flops': return `MFU ${pct(o.mfu)}（只计模型 FLOPs），HFU ${pct(o.hfu)}（连重算一起计）；输入的 hfu=${trim(s.hfu, 12)} 是计算时的速度，通信和气泡把整步平均拉低。`;
+    case 'worst_none': return s.recompute === 'none' ? `步时 ${T(o.step)} 里没有暴露的通信和气泡，全是模型计算；效率 ${pct(o.efficiency)}。`
+      : `步时 ${T(o.step)} 里没有暴露的通信和气泡，全是计算：模型计算 ${T(o.ideal)}，重算 ${T(again)}；效率 ${pct(o.efficiency)} = 模型计算 ÷ 步时，差的部分就是重算。`;
+    default: {
+      const key = code.slice(6);
+      return `步时 ${T(o.step)}：计算 ${T(o.compute)}${s.recompute !== 'none' ? `（其中重算 ${T(again)}）` : ''}，最大的额外开销是${WORST[key]} ${T(ov[key])}；效率 ${pct(o.efficiency)}。`;
     }
   }
 }
-
-// search_plans: every split that fits, by (step, bytes sent, memory, split).
-function search(s, n) {
-  const found = [];
-  let candidates = 0;
-  for (const sp of splits(s, n)) {
-    candidates++;
-    const o = core(s, ...sp);
-    if (o.fits) found.push([[o.step, sum(o.comm.map((c) => c[5])), o.memory.total, ...sp], sp, o]);
-  }
-  const cmp = (a, b) => { for (let i = 0; i < a[0].length; i++) if (a[0][i] !== b[0][i]) return a[0][i] < b[0][i] ? -1 : 1; return 0; };
-  found.sort(cmp);
-  return { candidates, plans: found.map(([, sp, o]) => [...sp, o.step, o.memory.total]) };
+const SCHED = { gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+function assumptions(o, s) {
+  const layer = [s.dropout ? '有 dropout' : '无 dropout', `${s.gated ? '门控（SwiGLU） ' : ''}MLP 宽 ${s.ffn}`, s.flash_attention ? 'FlashAttention（不存 s×s 矩阵）' : '注意力存 s×s 矩阵',
+    s.kv_heads !== s.heads ? `${s.kv_heads} 组 K、V 头` : ''].filter(Boolean).join('、');
+  const v = o.split[2] > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1;
+  return [`参数量 ${trim(o.params, 4)} ${s.params_from_shape ? '由模型形状推出' : '按给定值'}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。`,
+    `激活按 Korthikanti 等（2022）的每层公式（16 位激活，${layer}），不含嵌入与输出 logits。`,
+    `流水线调度 ${SCHED[s.schedule]}${v > 1 ? `（每 rank ${v} 个虚拟阶段）` : ''}：第一个流水线 rank 峰值时保存 ${o.in_flight} 份（阶段×微批次）激活。`,
+    'ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。',
+    '通信用理想 ring 与 α-β 模型：每轮延迟 α 加上每卡发送量除以单向有效带宽；跨节点的 ring 按最慢链路计。',
+    `设备编号 TP 最内、DP 其次、PP 最外；每节点 ${s.devices_per_node} 卡。`,
+    `时间线：DP 集合通信在自己的流上一次一个；梯度按 ${trim(s.bucket / 2 ** 20)} MiB 的桶跟在反向后面归约${s.overlap_grad_reduce ? '' : '（已关闭重叠：反向结束后才归约，计算等它）'}；ZeRO-1/2 更新后参数的 all-gather ${s.overlap_param_gather ? '与下一步的前向重叠' : '排在优化器之后、这一步的最后'}；ZeRO-3 每层聚合参数并预取一层；TP 通信夹在层内计算之间；PP 异步发送，接收方等待；读数取第一个流水线 rank。`,
+    `计算时间${s.compute_single !== null ? '按一张卡实测的整步计算时间均分到所有卡' : `按每卡峰值 ${trim(s.peak_flops, 3)} FLOP/s × HFU ${pct(s.hfu)} 估算（重算也按这个速度）`}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；优化器本身的时间不计。`,
+    '气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）。'];
 }
 
+// One evaluation of the form: numbers, verdict codes, optionally the search (as plan_vectors.evaluate).
 function evaluate(raw = {}, withSearch = false) {
   const { v, errors } = read(raw);
   if (Object.keys(errors).length) return { errors, values: v };
   const s = settings(v), split = SPLIT.map((k) => Number(v[k]));
   const out = core(s, ...split);
-  out.codes = codes(out, split[1]);
+  out.codes = codes(out, s);
+  out.scaling = scaling(s, split);
   if (withSearch) out.search = search(s, v.devices);
   return { out, values: v, s, split };
 }
-
-// ---------------------------------------------------------------- view
-const B = (x) => fmtAuto(x, 'B'), T = (x) => M.fmt(x, 's', Math.abs(x) >= 1 ? 's' : 'ms');  // like the chapter's t_
-const LINK = { intra: '节点内', inter: '跨节点' };
-const LABELS = {
-  layers: '层数 L', hidden: '隐藏维度 h', heads: '注意力头数 a', seq: '序列长度 s', vocab: '词表大小', ffn: 'MLP 宽度',
-  gated: '门控 MLP（SwiGLU）', params: '参数量（留空按形状推出）', global_batch: '全局 batch（序列数）', micro_batch: '微批次大小 b',
-  dp: 'DP', tp: 'TP', pp: 'PP', zero_stage: 'ZeRO 阶段', schedule: '流水线调度', recompute: '重算', sequence_parallel: '序列并行',
-  param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', devices_per_node: '每节点卡数',
-  device_memory: '每卡显存', memory_unit: '显存单位', intra_bw: '节点内单向带宽', intra_unit: '节点内带宽单位',
-  inter_bw: '跨节点单向带宽（每卡）', inter_unit: '跨节点带宽单位', latency: '每轮延迟 α（µs）', peak_tflops: '每卡峰值（TFLOP/s）',
-  mfu: 'MFU（0 到 1）', compute: '实测单卡整步计算（s，可留空）', overlap: 'DP 通信可重叠比例', devices: '搜索用的卡数',
-};
-const rect = (x, y, w, h, fill, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0).toFixed(1)}" height="${h}" ${fill.startsWith('#') ? `fill="${fill}"` : `class="${fill}"`}><title>${esc(tip)}</title></rect>`;
-const txt = (x, y, s, cls = '') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}">${esc(s)}</text>`;
-const svg = (h, label, body) => `<svg class="pb-svg" viewBox="0 0 640 ${h}" role="img" aria-label="${esc(label)}">${body}</svg>`;
-
-function stacked(y, parts, scale) {
-  let x = 110, body = '';
-  for (const [v, fill, name, fmtv] of parts) { body += rect(x, y, v * scale, 18, fill, `${name} ${fmtv(v)}`); x += v * scale; }
-  return [body, x];
-}
-function memorySvg(o, mem) {
-  const m = o.memory, scale = 500 / Math.max(m.total, mem, 1e-30);
-  const parts = [[m.param_state, 'pb-p', '参数'], [m.grad_state, 'pb-g', '梯度'], [m.optim_state, 'pb-o', '优化器'],
-    [m.activations, '#F0E442', '激活'], [m.temporary, '#999999', '临时']].map((p) => [...p, B]);
-  const [body, end] = stacked(8, parts, scale);
-  const mx = (110 + mem * scale).toFixed(1);
-  const leg = parts.map(([, fill, name], i) => rect(110 + i * 100, 44, 12, 12, fill, name) + txt(126 + i * 100, 55, name)).join('');
-  return svg(64, `每卡显存：占用 ${B(m.total)}，容量 ${B(mem)}`, txt(0, 22, '每卡显存') + body + txt(Math.min(end + 4, 560), 22, B(m.total), 'pb-small')
-    + `<line x1="${mx}" x2="${mx}" y1="2" y2="32" class="pb-mark"/>` + txt(Math.min(+mx, 560), 40, `显存 ${B(mem)}`, 'pb-small') + leg);
-}
-function timelineSvg(o) {
-  const ov = overheads(o), scale = 500 / Math.max(o.step, 1e-30);
-  const [row1, end] = stacked(8, [[o.compute, 'pb-c', '计算', T], [ov.dp, 'pb-x', '暴露的 DP 通信', T], [ov.tp, 'pb-x', 'TP 通信', T],
-    [ov.pp, 'pb-x', 'PP 通信', T], [o.bubble, '#999999', '气泡', T]], scale);
-  const h0 = 110 + (o.compute - o.hidden_comm) * scale;
-  return svg(86, `一步的时间线：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}，步时 ${T(o.step)}`,
-    txt(0, 22, '一步') + row1 + txt(Math.min(end + 4, 560), 22, T(o.step), 'pb-small') + txt(0, 48, '藏住的通信')
-    + rect(h0, 34, o.hidden_comm * scale, 18, 'pb-h', `藏在反向后的 DP 通信 ${T(o.hidden_comm)}`)
-    + [['pb-c', '计算'], ['pb-h', '被隐藏'], ['pb-x', '暴露的通信'], ['#999999', '气泡']].map(([c, n], i) => rect(110 + i * 110, 64, 12, 12, c, n) + txt(126 + i * 110, 75, n)).join(''));
+// The three layouts of an evaluated plan (plan_vectors.layouts).
+function layouts(r) {
+  const tl = build(spec(r.s, ...r.split));
+  return { timeline: timelineLayout(tl, r.out), memory: memoryLayout(r.out, r.s), scaling: r.out.scaling };
 }
 
-const VERDICT = {
-  fits: (o, s) => `放得下：每卡 ${B(o.memory.total)} ≤ 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
-  too_big: (o, s) => `放不下：每卡 ${B(o.memory.total)} > 显存 ${B(s.device_memory)}（模型状态 ${B(o.memory.states)}，激活 ${B(o.memory.activations)}，临时 ${B(o.memory.temporary)}）。`,
-  batch: (o, s, p) => `全局 batch 不变：${s.global_batch} = dp ${p[0]} × micro_batch ${p[4]} × 微批次数 ${o.microbatches}。`,
-  units: (o, s) => `带宽按字节读：节点内 ${fmtAuto(s.intra_bw, 'B/s')}（= ${trim(s.intra_bw * 8e-9, 4)} Gb/s），跨节点 ${fmtAuto(s.inter_bw, 'B/s')}（= ${trim(s.inter_bw * 8e-9, 4)} Gb/s）。`,
-  overlap: (o) => `重叠：DP/ZeRO 通信 ${T(sum(o.comm.filter((c) => c[7]).map((c) => c[6])))} 中有 ${T(o.hidden_comm)} 藏在反向计算之后；TP、PP 通信和气泡都不重叠。`,
-  tp_inter: (o, s, p) => `TP=${p[1]} 超出一个节点（每节点 ${s.devices_per_node} 卡），每层的 TP 通信只能走跨节点链路。`,
-  worst_none: (o) => `步时 ${T(o.step)} 全是计算（效率 ${pct(o.efficiency)}）。`,
-};
-const WORST = { dp: '暴露的 DP/ZeRO 通信', tp: 'TP 通信', pp: 'PP 点对点通信', bubble: '流水线气泡' };
-const sentence = (code, o, s, p) => (VERDICT[code] ? VERDICT[code](o, s, p)
-  : `步时 ${T(o.step)}：计算 ${T(o.compute)}，最大的额外开销是${WORST[code.slice(6)]} ${T(overheads(o)[code.slice(6)])}；效率 ${pct(o.efficiency)}。`);
-const ASSUME = ['激活按 Korthikanti 等（2022）每层公式（16 位、MLP 宽 4h），不含嵌入与 logits', '理想 ring + α-β 时间；跨节点 ring 按最慢链路计',
-  '设备编号 TP 最内、DP 其次、PP 最外', '只有 DP/ZeRO 通信能藏在反向之后（反向占计算 2/3；DDP 与 ZeRO-1/2 只藏在最后一个微批次后）',
-  'ZeRO-3 临时聚合按两层参数计；通信缓冲与碎片不计', '气泡 = (p−1)/m × 阶段计算；GPipe 与 1F1B 气泡相同'];
-
-function control(fd) {
-  const id = `pb-plan-${fd.name}`;
-  const c = fd.kind === 'select'
-    ? `<select id="${id}" name="${fd.name}">${fd.options.map((o) => `<option value="${o}">${{ yes: '是', no: '否' }[o] || o}</option>`).join('')}</select>`
-    : `<input id="${id}" name="${fd.name}" type="text" autocomplete="off" spellcheck="false" aria-describedby="${id}-msg">`;
-  return c;
-}
-const EXPORT_KEY = 'pb-plan-builder-v1';
-let pending = 0;
-
-function mount(el) {
-  const units = new Set(FIELDS.map((x) => x.unit).filter(Boolean));
-  el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与步时</p><form class="pb-form" novalidate>' + FIELDS.filter((x) => !units.has(x.name)).map((fd) => {
-    const u = fd.unit && FIELDS.find((x) => x.name === fd.unit);
-    return `<div class="pb-field"><label for="pb-plan-${fd.name}">${LABELS[fd.name]}</label><span class="pb-row">${control(fd)}${u ? `<label class="pb-sr" for="pb-plan-${u.name}">${LABELS[u.name]}</label>${control(u)}` : ''}</span>`
-      + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
-  }).join('') + '</form><div class="pb-status" aria-live="polite"></div><div class="pb-results"></div>'
-    + '<div class="pb-actions"><button type="button" data-act="search">搜索所有切分</button><button type="button" data-act="send">送到记录页</button></div><p class="pb-status" data-out="sent" role="status"></p><div class="pb-search"></div>';
-  const form = el.querySelector('form'), res = el.querySelector('.pb-results'), status = el.querySelector('.pb-status');
-  const raw = () => Object.fromEntries(FIELDS.map((x) => [x.name, form.elements[x.name].value]));
-  const hash = () => new URLSearchParams(location.hash.slice(1).includes('=') ? location.hash.slice(1) : '');
-  let last = null;
-  const update = () => {
-    const r = evaluate(raw());
-    for (const fd of FIELDS) {
-      const msg = (r.errors || {})[fd.name] || '';
-      el.querySelector(`[data-msg="${fd.name}"]`).textContent = msg && `${LABELS[fd.name]}:${msg}`;
-      form.elements[fd.name].toggleAttribute('aria-invalid', !!msg);
-    }
-    if (r.errors) { status.textContent = '有输入需要修改（见红字提示），结果暂不显示。'; res.innerHTML = ''; last = null; return; }
-    status.textContent = '';
-    last = r;
-    const o = r.out, m = o.memory;
-    res.innerHTML = `<dl class="pb-out"><dt>每卡显存（状态 + 激活 + 临时）</dt><dd data-out="total">${B(m.states)} + ${B(m.activations)} + ${B(m.temporary)} = ${B(m.total)}</dd>`
-      + `<dt>放得下吗</dt><dd data-out="fits">${o.fits ? '放得下' : '放不下'}</dd><dt>步时</dt><dd data-out="step">${T(o.step)}</dd>`
-      + `<dt>计算 / 暴露的通信 / 气泡</dt><dd>${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}</dd>`
-      + `<dt>吞吐</dt><dd data-out="tokens">${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s</dd><dt>效率</dt><dd data-out="efficiency">${pct(o.efficiency)}</dd></dl>`
-      + memorySvg(o, r.s.device_memory) + timelineSvg(o)
-      + '<table class="pb-table"><thead><tr><th>集合通信</th><th>组大小</th><th>链路</th><th>每卡每步发送</th><th>时间</th><th>可藏在反向后</th></tr></thead><tbody>'
-      + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${c[2]}</td><td>${LINK[c[3]]}</td><td>${B(c[5])}</td><td>${T(c[6])}</td><td>${c[7] ? '是' : '否'}</td></tr>`).join('') || '<tr><td colspan="6">没有通信（单卡）</td></tr>')
-      + `</tbody></table><ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(sentence(c, o, r.s, r.split))}</li>`).join('')}</ul>`
-      + `<details><summary>模型的简化</summary><ul>${ASSUME.map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
-  };
-  const restore = () => { const p = hash(); for (const fd of FIELDS) form.elements[fd.name].value = p.get(`plan.${fd.name}`) ?? fd.default; update(); };
-  const onInput = () => {
-    update();
-    clearTimeout(pending);
-    pending = setTimeout(() => { const p = hash(); for (const [k, v] of Object.entries(raw())) p.set(`plan.${k}`, v); history.replaceState(history.state, '', `#${p}`); }, 200);
-  };
-  form.addEventListener('input', onInput);
-  form.addEventListener('change', onInput);
-  form.addEventListener('submit', (e) => e.preventDefault());
-  addEventListener('hashchange', () => { if ([...hash().keys()].some((k) => k.startsWith('plan.'))) restore(); });
-  el.addEventListener('click', (e) => {
-    const act = e.target.dataset && e.target.dataset.act;
-    if (act === 'search') {
-      if (!last) return;
-      const t0 = performance.now(), r = search(last.s, last.values.devices), ms = performance.now() - t0;
-      const box = el.querySelector('.pb-search');
-      box.dataset.ms = ms.toFixed(2);
-      box.innerHTML = `<p data-out="search">${last.values.devices} 张卡：试了 ${r.candidates} 种切分，放得下 ${r.plans.length} 种（用时 ${trim(ms)} ms）。前 10 名：</p>`
-        + '<table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡显存</th><th></th></tr></thead><tbody>'
-        + r.plans.slice(0, 10).map((p) => `<tr>${p.slice(0, 5).map((x) => `<td>${x}</td>`).join('')}<td>${T(p[5])}</td><td>${B(p[6])}</td><td><button type="button" data-act="use" data-split="${p.slice(0, 5).join(',')}">采用</button></td></tr>`).join('')
-        + '</tbody></table>';
-    } else if (act === 'use') {
-      e.target.dataset.split.split(',').forEach((x, i) => { form.elements[SPLIT[i]].value = x; });
-      onInput();
-    } else if (act === 'send' && last) {
-      const o = last.out, m = o.memory, p = last.split;
-      const numbers = [`DP=${p[0]}、TP=${p[1]}、PP=${p[2]}、ZeRO-${p[3]}，微批次 ${p[4]} × ${o.microbatches}`,
-        `参数量 ${trim(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时 ${B(m.temporary)}）`,
-        `步时 ${T(o.step)}：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}；${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s，效率 ${pct(o.efficiency)}`,
-        ...o.comm.map((c) => `${c[0]}（${c[2]} 卡，${LINK[c[3]]}）：每卡每步 ${B(c[5])}，${T(c[6])}`)];
-      const rec = { format: 'pb-plan', version: 1, saved: new Date().toISOString(), link: location.href, inputs: raw(), numbers,
-        assumptions: ASSUME, verdict: o.codes.map((c) => sentence(c, o, last.s, p)), fits: o.fits };
-      const out = el.querySelector('[data-out="sent"]');
-      try { localStorage.setItem(EXPORT_KEY, JSON.stringify(rec)); out.innerHTML = '已存入本浏览器。打开<a href="plan-record.html">并行方案与通信预算</a>，点“从方案构建器导入”。'; } catch (err) { out.textContent = `这个浏览器不允许本页保存（${err.name}）。`; }
-    }
-  });
-  restore();
-}
-
-function mountAll(doc = document) { for (const el of doc.querySelectorAll('.pb-calc[data-calc="plan"]')) mount(el); }
-
-const api = { FIELDS, EXPORT_KEY, evaluate, search, core, settings, read, activations, codes, sentence, mountAll };
+const api = { FIELDS, PRESETS, SPLIT, read, settings, activations, pipelineOrder, inFlight, build, spec, readTimeline, core, search, scaling, codes, sentence, assumptions, evaluate, layouts, tfmt, B };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBPlan = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -116,7 +116,7 @@ const X = {
   tp_send_layer: tpX, tp_step: tpX, straggler_step: waitX, straggler_wait: waitX, slow_rank: waitX,
   stage_acts: (a) => {
     const o = planOf(a);
-    return { m: o.microbatches, flight: o.in_flight, layers: a.layers / a.pp, per_layer: PL().activations(a.seq, a.micro_batch, a.hidden, a.heads, a.tp, a.tp > 1, a.recompute)[0] };
+    return { m: o.microbatches, flight: o.in_flight, layers: a.layers / a.pp, per_layer: PL().activations(a.seq, a.micro_batch, a.hidden, a.heads, a.tp, a.tp > 1, a.recompute, a)[0] };
   },
 };
 const args = (q, params) => Object.assign({}, q.fixed, params);

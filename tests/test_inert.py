@@ -1,0 +1,67 @@
+"""Is a submission's HTML shown inert, with its text, formulas and plain images kept? (parallel_budget.grading.inert)
+
+Browser tests with a real formgrader and real feedback pages are in tests/test_formgrader.py; these check the
+sanitizer itself on the tricks of issue 22, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from parallel_budget.grading.inert import InertOutputs, clean_html
+
+TRICKS = [
+    '<img src=x onerror="alert(1)">', "<script>alert(1)</script>", '<svg onload="alert(1)"></svg>',
+    '<svg><animate onbegin="alert(1)" attributeName="x"/></svg>', '<details open ontoggle="alert(1)">d</details>',
+    '<iframe srcdoc="&lt;script&gt;parent.alert(1)&lt;/script&gt;"></iframe>', '<a href="javascript:alert(1)">a</a>',
+    '<a href="JaVaScRiPt:alert(1)">a</a>', '<a href=" javascript:alert(1)">a</a>', '<object data="x.swf"></object>',
+    '<embed src="x">', '<form action="/api/contents"><input name="x"></form>', '<meta http-equiv="refresh" content="0">',
+    '<base href="http://example.invalid/">', "<style>body{display:none}</style>", '<link rel="stylesheet" href="x">',
+    '<math><mtext><img src=x onerror="alert(1)"></mtext></math>', '<div style="position:fixed;top:0">over</div>',
+]
+
+
+@pytest.mark.parametrize("html", TRICKS)
+def test_nothing_that_runs_loads_or_overlays_survives(html):
+    """Does the cleaned fragment keep no script, event handler, frame, form, style, javascript: URL or request?"""
+    out = clean_html(html).lower()
+    for bad in ("<script", "onerror", "onload", "onbegin", "ontoggle", "<iframe", "<svg", "javascript:", "<object",
+                "<embed", "<form", "<input", "<meta", "<base", "<style", "<link", "position", "src=\"x\""):
+        assert bad not in out, (html, out)
+
+
+def test_text_formulas_tables_code_and_data_images_are_kept():
+    """Do Chinese text, TeX, table alignment, highlighted code, outside links and data: images stay as they were?"""
+    html = ('<p>带宽 $2(R-1)/R \\times G$ 与 $a&lt;b$</p><table><tr><td style="text-align:right">1</td></tr></table>'
+            '<div class="highlight"><pre><span class="n">x</span></pre></div><a href="https://pytorch.org">文档</a>'
+            '<img src="data:image/png;base64,iVBORw0KGgo=" alt="图">')
+    out = clean_html(html)
+    for kept in ("带宽 $2(R-1)/R \\times G$ 与 $a&lt;b$", 'style="text-align:right"', 'class="highlight"', 'class="n"',
+                 'href="https://pytorch.org"', 'src="data:image/png;base64,iVBORw0KGgo="'):
+        assert kept in out, (kept, out)
+
+
+def test_ids_and_classes_cannot_impersonate_the_page():
+    """Is a student's id prefixed (no clash with formgrader's inputs) and a class outside the safe list dropped?"""
+    out = clean_html('<span id="explain_ex1" class="score tabbable navbar-fixed-top k">x</span>')
+    assert 'id="student-explain_ex1"' in out and 'class="k"' in out and "score" not in out and "navbar" not in out
+
+
+def test_outputs_that_could_run_are_dropped():
+    """Are JavaScript, widget views and unknown outputs dropped, HTML cleaned, text/images/SVG-as-image kept,
+    and the notebook's widget state removed?"""
+    cell = new_code_cell("x", outputs=[
+        new_output("display_data", data={"application/javascript": "alert(1)", "text/plain": "<Javascript>"}),
+        new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "m"}}),
+        new_output("display_data", data={"text/html": '<b>粗</b><img src=x onerror="alert(1)">'},
+                   metadata={"text/html": {"isolated": True}}),
+        new_output("display_data", data={"image/png": "iVBORw0KGgo=", "image/svg+xml": "<svg onload='alert(1)'/>"}),
+        new_output("display_data", data={"application/x-unknown": "?"}),
+    ])
+    nb = new_notebook(cells=[cell], metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {}}})
+    nb, _ = InertOutputs().preprocess(nb, {})
+    data = [o.get("data", {}) for o in nb.cells[0].outputs]
+    assert [sorted(d) for d in data] == [["text/plain"], [], ["text/html"], ["image/png", "image/svg+xml"], []]
+    assert data[2]["text/html"] == "<b>粗</b><img>" and "widgets" not in nb.metadata
+    assert "isolated" not in nb.cells[0].outputs[2].metadata["text/html"]  # no data: iframe

@@ -1,0 +1,114 @@
+"""Are the plan builder's pipeline schedules PyTorch's, and is their bubble the papers'?
+
+Outside checks, each citing its source:
+* torch.distributed.pipelining (torch 2.13): ``_schedule_visualizer.get_schedule_ops`` builds the action
+  lists of ``ScheduleGPipe``, ``Schedule1F1B`` and ``ScheduleInterleaved1F1B`` without any device.  It is a
+  private module: these tests pin what it returns, including one quirk (below).
+* Narayanan et al. 2021 (arXiv:2104.04473), section 2.2: the bubble is (p−1)/m of the ideal time for
+  1F1B and (p−1)/(v·m) for the interleaved schedule; GPipe's (Huang et al. 2019) is (p−1)/m too.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from parallel_budget.model import schedule as S
+from parallel_budget.model.planstep import StepSpec, build
+from parallel_budget.model.timeline import read
+
+torch_vis = pytest.importorskip("torch.distributed.pipelining._schedule_visualizer")
+from torch.distributed.pipelining.schedules import (  # noqa: E402
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+    _ComputationType,
+)
+
+KIND = {_ComputationType.FORWARD: "F", _ComputationType.FULL_BACKWARD: "B"}
+
+
+def torch_order(cls, p, m, v=None):
+    """PyTorch's actions per rank as (stage, "F"/"B", microbatch), without idle slots and gradient reductions."""
+    return [tuple((a.stage_index, KIND[a.computation_type], a.microbatch_index) for a in rank
+                  if a is not None and a.computation_type in KIND)
+            for rank in torch_vis.get_schedule_ops(cls, p, m, v)]
+
+
+# Each get_schedule_ops call builds mocks (about 0.1 s): a few shapes of each kind, m below, at and above p.
+CASES = [(2, 1), (2, 5), (3, 3), (4, 2), (4, 4), (4, 7), (4, 12), (8, 8), (8, 16)]
+
+
+@pytest.mark.parametrize("p, m", CASES)
+def test_gpipe_is_torch_schedule_gpipe(p, m):
+    """Is every rank's GPipe order (all forwards, then all backwards) the one ScheduleGPipe runs?"""
+    assert list(S.pipeline_order("gpipe", p, m)) == torch_order(ScheduleGPipe, p, m)
+
+
+@pytest.mark.parametrize("p, m", [(p, m) for p, m in CASES if m >= p])
+def test_1f1b_is_torch_schedule_1f1b(p, m):
+    """Is every rank's 1F1B order PyTorch's, min(m, p − r) warm-up forwards first?
+
+    Pinned quirk of torch 2.13: ``Schedule1F1B._get_pipeline_order`` (what get_schedule_ops returns)
+    numbers the last rank's forwards from 1 (F1 … Fm), while its runtime ``_step_microbatches`` and
+    every other rank run F0 … F(m−1).  We follow the runtime; if PyTorch fixes the order, this test
+    says so and the shift goes.
+    """
+    ours, theirs = S.pipeline_order("1f1b", p, m), torch_order(Schedule1F1B, p, m)
+    assert list(ours[:-1]) == theirs[:-1]
+    shifted = tuple((k, kind, j + 1 if kind == "F" else j) for k, kind, j in ours[-1])
+    assert theirs[-1] == shifted
+    assert [sum(1 for _ in _until_first_b(o)) for o in ours] == [min(m, p - r) for r in range(p)]
+
+
+def _until_first_b(ops):
+    for op in ops:
+        if op[1] == "B":
+            return
+        yield op
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 1, 2), (2, 4, 3), (2, 6, 2), (3, 3, 2), (3, 9, 3), (4, 2, 2),
+                                     (4, 8, 2), (4, 10, 2), (4, 12, 3), (5, 5, 2)])
+def test_interleaved_is_torch_schedule_interleaved_1f1b(p, m, v):
+    """Is every rank's interleaved order, stage by stage, the one ScheduleInterleaved1F1B runs?"""
+    assert list(S.pipeline_order("interleaved", p, m, v)) == torch_order(ScheduleInterleaved1F1B, p, m, v)
+
+
+def test_interleaved_refuses_what_torch_refuses():
+    """Does the Chinese reason name the rule torch enforces (m a multiple of the rounds) and the layer split?"""
+    with pytest.raises(ValueError):
+        torch_vis.get_schedule_ops(ScheduleInterleaved1F1B, 4, 10 + 1, 2)  # m = 11, rounds = 2
+    assert "ScheduleInterleaved1F1B" in S.interleave_problem(32, 4, 2, 11)
+    assert "pp×virtual_stages=4×3=12" in S.interleave_problem(32, 4, 3, 8)
+    assert S.interleave_problem(32, 4, 2, 8) == "" and S.interleave_problem(32, 4, 2, 10) == ""
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 4)])
+def test_first_rank_holds_the_most_activations(schedule, v):
+    """Does the first rank hold the most (stage, microbatch) activations: m for GPipe, min(p, m) for 1F1B?"""
+    for p in (2, 4, 8):
+        for m in (1, 4, 8, 16, 32):
+            if schedule == "interleaved" and (m % max(1, m // p) or v < 2):
+                continue
+            held = [S.in_flight(o) for o in S.pipeline_order(schedule, p, m, v)]
+            assert held[0] == max(held) == S.peak_in_flight(schedule, p, m, v)
+            if schedule == "gpipe":
+                assert held == [m] * p
+            if schedule == "1f1b":
+                assert held == [min(p - r, m) for r in range(p)]
+
+
+def _spec(schedule, p, m, v, f, b):
+    return StepSpec(schedule, p, v, m, 0, False, 1, f, b, 0.0, 0.0, 0.0, 1, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 3)])
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 16), (8, 8), (8, 32)])
+@pytest.mark.parametrize("f, b", [(1.0, 2.0), (1.0, 1.0), (1.0, 3.5)])
+def test_bubble_read_off_the_timeline_is_narayanans(schedule, v, p, m, f, b):
+    """With equal stages and free messages, is the first rank's idle time (p−1)/(v·m) of its work?"""
+    r = read(build(_spec(schedule, p, m, v, f, b)), 0, 6)
+    work = m * v * (f + b)
+    assert r.compute == pytest.approx(work)
+    assert r.idle == pytest.approx((p - 1) / (v * m) * work, rel=1e-12)
+    assert r.step == pytest.approx(r.compute + r.idle)
