@@ -13,21 +13,28 @@
       if (!img || !img.naturalWidth) return;
       var least = Math.ceil(img.naturalWidth * FIGURE_SCALE);
       img.style.minWidth = box.clientWidth < least ? least + 'px' : '';
-      var scrolls = box.scrollWidth > box.clientWidth + 1;
-      if (scrolls) {
-        box.tabIndex = 0;
-        box.setAttribute('role', 'region');
-        box.setAttribute('aria-label', '图（可左右滚动）：' + (img.alt || ''));
-      } else if (box.hasAttribute('role')) {
-        box.removeAttribute('tabindex');
-        box.removeAttribute('role');
-        box.removeAttribute('aria-label');
-      }
+      reachable(box, '图（可左右滚动）：' + (img.alt || ''));
     });
+    // Wide tables of the chapters' outputs scroll in their own box (class pb-scroll) too.
+    document.querySelectorAll('.cell_output .pb-scroll').forEach(function (box) { reachable(box, '表格（可左右滚动）'); });
+  }
+  // A box that scrolls sideways is a region the keyboard can reach (and scroll); one that fits is not a tab stop.
+  function reachable(box, label) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.tabIndex = 0;
+      box.setAttribute('role', 'region');
+      box.setAttribute('aria-label', label);
+      box.dataset.pbScroll = '1';
+    } else if (box.dataset.pbScroll) {
+      box.removeAttribute('tabindex');
+      box.removeAttribute('role');
+      box.removeAttribute('aria-label');
+      delete box.dataset.pbScroll;
+    }
   }
   // A computed number in the prose ({eval}: "3 GB", "120 ms") never breaks between number and unit; a
   // computed sentence still wraps.  (parallel_budget.book.prose keeps typed numbers with no-break spaces.)
-  var VALUE = /^[+-]?[\d.,]+(e[+-]?\d+)?\s?([kKMGTP]i?)?(B|b|bits?|B\/s|b\/s|ms|µs|us|ns|s|min|h|%|亿|万|×)?$/;
+  var VALUE = /^[+-]?[\d.,]+(e[+-]?\d+)?\s?([kKMGTP]i?)?(B|b|bits?|B\/s|b\/s|FLOP\/s|FLOPS|FLOP|ms|µs|us|ns|s|min|h|%|亿|万|×)?$/;
   function keepValues() {
     document.querySelectorAll('span.output.text_plain').forEach(function (e) {
       if (VALUE.test(e.textContent.trim())) e.style.whiteSpace = 'nowrap';

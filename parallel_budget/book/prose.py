@@ -21,7 +21,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 CJK = "\u2e80-\u2fff\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\u2018-\u201d"
 _IS_CJK = re.compile(f"[{CJK}]")
 _INNER_BREAK = re.compile(f"(?<=[{CJK}])[ \\t]*\\n[ \\t]*(?=[{CJK}])")
-UNIT = r"(?:[kKMGTP]i?)?(?:B|b|bits?)(?:/s|ps)?|ms|µs|us|ns|s|min|h|万亿|亿|万|%"
+UNIT = r"(?:[kKMGTP]i?)?(?:B|b|bits?)(?:/s|ps)?|[kMGTPE]?FLOP(?:/s|S)?|ms|µs|us|ns|s|min|h|万亿|亿|万|%"
 _NUMBER_UNIT = re.compile(rf"(?<=\d) (?=(?:{UNIT})(?![A-Za-z]))")
 NBSP = "\u00a0"
 # Text under these is shown as written.
