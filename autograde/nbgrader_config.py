@@ -47,8 +47,14 @@ c.PracticeCheck.enabled = True
 # possible_copying. False (the default): everyone gets the book's numbers (autograde/README.md, 5.4).
 c.Variants.enabled = False
 
-# Chinese stubs in the released notebooks.
-c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案\nraise NotImplementedError()"}
+# Chinese stubs in the released notebooks. A code solution region becomes this comment and one
+# `name = ...` line per answer it assigns (`return ...` in a function body): `...` is the sentinel
+# the checks report as "还没有作答" without stopping Run All in the student's notebook, and that
+# scores 0 in grading (parallel_budget/grading/stubs.py puts AnswerStubs in ClearSolutions' place).
+from parallel_budget.grading.stubs import release_preprocessors  # noqa: E402
+
+c.GenerateAssignment.preprocessors = release_preprocessors()
+c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案：把每个 ... 换成你的结果（可以先写几行中间计算）"}
 c.ClearSolutions.text_stub = "在这里写你的回答。"
 
 # Grading: short cell timeout (an infinite loop costs at most this), kernel deaths

@@ -43,19 +43,43 @@ echo "setup: installing requirements.txt into $VENV"
 echo "setup: byte-compiling $VENV"
 env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" -m compileall -q -j 0 \
   "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
-# JupyterLab settings shipped inside the venv (nothing in $HOME): a double-click opens a chapter
-# (MyST .md) as a notebook through jupytext, and JupyterLab fetches no news and checks no updates.
-"$VENV/bin/python" - "$VENV" scripts/jupyterlab-overrides.json <<'PY'
+# JupyterLab as a student gets it, set inside the venv (nothing in $HOME; tests/test_jupyterlab.py):
+# - settings (scripts/jupyterlab-overrides.json): a double-click opens a chapter (MyST .md) as a notebook
+#   through jupytext; a Chinese interface (zh-CN language pack); a notebook's kernel ends with its tab;
+#   a short autosave (saving a chapter writes back the same bytes, book/jupytext.toml); no news, no
+#   update checks;
+# - page config: nbgrader's instructor tools (create assignment, formgrader, courses, validate) hidden.
+#   The same list, enabled, is what `python -m parallel_budget.grading formgrader` adds for instructors
+#   (parallel_budget/grading/jupyter_config/labconfig/page_config.json);
+# - server (scripts/jupyter-server-config.json): a kernel no tab is connected to ends after a minute idle.
+#   JupyterLab's kernelShutdown (above) ends a notebook's kernel with its tab, but jupytext's factory, which
+#   opens the chapters, does not read that setting.
+"$VENV/bin/python" - "$VENV" scripts/jupyterlab-overrides.json \
+  parallel_budget/grading/jupyter_config/labconfig/page_config.json scripts/jupyter-server-config.json <<'PY'
 import json, sys
 from pathlib import Path
-target = Path(sys.argv[1]) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
-ours = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))
-merged = json.loads(target.read_text(encoding="utf-8")) if target.exists() else {}
-for plugin, values in ours.items():
-    merged.setdefault(plugin, {}).update(values)
+venv, overrides, instructor, server = (Path(a) for a in sys.argv[1:])
+
+def merge(target, ours):
+    merged = json.loads(target.read_text(encoding="utf-8")) if target.exists() else {}
+    for key, values in ours.items():
+        merged.setdefault(key, {}).update(values)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+
+merge(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json",
+      json.loads(overrides.read_text(encoding="utf-8")))
+tools = json.loads(instructor.read_text(encoding="utf-8"))["disabledExtensions"]
+merge(venv / "etc" / "jupyter" / "labconfig" / "page_config.json",
+      {"disabledExtensions": {plugin: True for plugin in tools}})
+target = venv / "etc" / "jupyter" / "jupyter_server_config.d" / "parallel_budget.json"
 target.parent.mkdir(parents=True, exist_ok=True)
-target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+target.write_text(server.read_text(encoding="utf-8"), encoding="utf-8")
 PY
+# Our one JupyterLab extension, plain JavaScript without a build step: a link to a term of the glossary
+# scrolls to it once jupyterlab-myst has rendered it (scripts/labextension/parallel-budget-anchors).
+rm -rf "$VENV/share/jupyter/labextensions/parallel-budget-anchors"
+cp -r scripts/labextension/parallel-budget-anchors "$VENV/share/jupyter/labextensions/"
 # Node packages of the tests (axe-core, the accessibility engine the browser tests inject), pinned in
 # package.json and locked in package-lock.json; installed once here, so the tests never fetch anything.
 if [ "${PB_WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null; then

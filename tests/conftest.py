@@ -102,6 +102,7 @@ def disk_tab(browser, built_site):
 HEAVY = (
     "test_grading_parallel.py",  # ~170 s: four real grade runs of a class
     "test_formgrader.py",  # ~110 s: formgrader in a browser beside the grade command
+    "test_jupyterlab.py",  # ~110 s: three browser tests on one JupyterLab (a chapter, its labs, the glossary)
     "test_labs_reliability.py",  # ~90 s
     "test_instructor.py",  # ~85 s
     "test_grading_hostile.py",  # ~70 s

@@ -6,8 +6,10 @@
 A server started otherwise (the formgrader command) uses the same two parts: ``url_when_serving`` and
 ``stop``.
 
-* the venv's own JupyterLab (``python -m jupyterlab``), so the settings shipped inside the venv
-  (``share/jupyter/lab/settings/overrides.json``: chapters open as notebooks) are what is tested;
+* the venv's own JupyterLab (``python -m jupyterlab``), so what setup.sh ships inside the venv is what is
+  tested: ``share/jupyter/lab/settings/overrides.json`` (chapters open as notebooks, the Chinese interface,
+  kernels end with their tab) and ``etc/jupyter/labconfig/page_config.json`` (no instructor tools);
+* ``window.jupyterapp`` is exposed, so a test can read a document's state (unsaved?, its kernel);
 * every per-user folder (``JUPYTER_CONFIG_DIR``, ``JUPYTER_DATA_DIR``, ``JUPYTER_RUNTIME_DIR``,
   ``JUPYTERLAB_SETTINGS_DIR``, ``JUPYTERLAB_WORKSPACES_DIR``, ``IPYTHONDIR``, ``HOME``) is a fresh
   folder under ``workdir``: nothing is read from or written to the real home directory;
@@ -27,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,13 +41,21 @@ class Lab:
     url: str
     log_path: Path
     process: subprocess.Popen
+    root: Path | None = None  # the folder it serves
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def api(self, path: str):
-        with urllib.request.urlopen(f"{self.url}/api/{path}", timeout=10) as r:
-            return json.loads(r.read())
+    def api(self, path: str, tries: int = 3):
+        """GET /api/``path`` as JSON; a 5xx (a kernel ending while listed) is asked again."""
+        for attempt in range(tries):
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/{path}", timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500 or attempt == tries - 1:
+                    raise
+                time.sleep(0.5)
 
 
 def isolated_env(workdir: Path) -> dict:
@@ -119,10 +130,11 @@ def url_when_serving(proc: subprocess.Popen, runtime_dir: Path, log_path: Path, 
 
 @contextmanager
 def jupyterlab(root_dir: Path, workdir: Path, *, user_settings: dict | None = None, env: dict | None = None,
-               timeout: float = 90.0):
+               args: tuple = (), timeout: float = 90.0):
     """Start JupyterLab serving ``root_dir``; yield a :class:`Lab`; stop everything on exit.
 
-    ``env`` adds to (or overrides) the isolated environment, e.g. ``PYTHONPATH`` for the kernels."""
+    ``env`` adds to (or overrides) the isolated environment, e.g. ``PYTHONPATH`` for the kernels; ``args`` go
+    on the command line (e.g. ``--MappingKernelManager.cull_interval=2``)."""
     full_env = {**isolated_env(workdir), **(env or {})}
     if user_settings:
         _write_user_settings(Path(full_env["JUPYTERLAB_SETTINGS_DIR"]), user_settings)
@@ -133,13 +145,15 @@ def jupyterlab(root_dir: Path, workdir: Path, *, user_settings: dict | None = No
         "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root_dir}",
         "--ServerApp.open_browser=False", "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: read a document's state (dirty, kernel)
+        *args,
     ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=root_dir, start_new_session=True)
     try:
         url = url_when_serving(proc, Path(full_env["JUPYTER_RUNTIME_DIR"]), log_path, timeout)
-        yield Lab(url=url, log_path=log_path, process=proc)
+        yield Lab(url=url, log_path=log_path, process=proc, root=Path(root_dir))
     finally:
         stop(proc)
 
@@ -152,49 +166,85 @@ NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 NO_WINDOWING = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
 
 
+def menu(page, *labels: str) -> None:
+    """Click through the menu bar as a student does, by the labels of the Chinese interface
+    (``menu(page, "运行", "运行所有单元格")``)."""
+    page.click(f'.lm-MenuBar-itemLabel:text-is("{labels[0]}")')
+    for label in labels[1:]:
+        page.click(f'.lm-Menu-itemLabel:text-is("{label}")')
+
+
+def open_by_double_click(page, lab: Lab, folder: str, name: str, *, navigate: bool = True) -> None:
+    """Open ``folder/name`` as a student does: a double-click in the file browser (showing ``folder`` first
+    unless ``navigate`` is false); wait until the notebook's Markdown is rendered by jupyterlab-myst."""
+    if navigate:
+        page.goto(f"{lab.url}/lab/tree/{folder}", wait_until="domcontentloaded")
+    item = page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=name))
+    item.wait_for(timeout=90_000)
+    item.dblclick()
+    page.wait_for_selector(f"{NOTEBOOK} .jp-Notebook", timeout=90_000)
+    page.wait_for_selector(f"{NOTEBOOK} .jp-MarkdownCell .myst", timeout=60_000)
+
+
+def prose(page) -> str:
+    """The rendered Markdown of the notebook in front (textContent: cells out of view count too)."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-MarkdownCell .myst')]
+        .map(e => e.textContent).join('\\n')""")
+
+
+def prose_blocks(page) -> list[str]:
+    """The text of each innermost block (paragraph, list item, term, definition, cell, heading, summary) of the
+    rendered Markdown of the notebook in front: whitespace between two blocks is not in any of them."""
+    return page.evaluate(f"""() => {{
+        const blocks = 'p, li, dt, dd, td, th, h1, h2, h3, h4, h5, h6, summary, figcaption';
+        return [...document.querySelectorAll('{NOTEBOOK} .jp-MarkdownCell .myst')]
+            .flatMap(e => [...e.querySelectorAll(blocks)])
+            .filter(b => !b.querySelector(blocks)).map(b => b.textContent); }}""")
+
+
 def _click_run_all(page):
-    page.click('.lm-MenuBar-itemLabel:text-is("Run")')
-    page.click('.lm-Menu-itemLabel:text-is("Run All Cells")')
+    menu(page, "运行", "运行所有单元格")
 
 
-def _started(page) -> bool:
-    """Has any code cell been queued ([*]) or run ([n]) since Run All?"""
-    return page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
-        .some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))""")
+def kernel_status(page) -> str | None:
+    """The status of the kernel of the notebook in front ('idle', 'busy', 'starting', ...; None: no kernel yet)."""
+    return page.evaluate("() => jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status ?? null")
 
 
-def run_all(page, lab: Lab, timeout: float = 240) -> float:
-    """Run → Run All Cells in the notebook in front; return the seconds until every code cell ran and the
-    kernel is idle (a bounded wait; the prompts are in the error if it never finishes)."""
+def _counts(page) -> list:
+    """Execution counts of the code cells of the notebook in front (None: not run), from its model: a cell whose
+    input is hidden shows no prompt."""
+    return page.evaluate("""() => { const cells = jupyterapp.shell.currentWidget.content.model.cells;
+        return [...Array(cells.length).keys()].map(i => cells.get(i))
+            .filter(c => c.type === 'code').map(c => c.executionCount); }""")
+
+
+def run_all(page, lab: Lab | None = None, timeout: float = 240) -> float:
+    """运行 → 运行所有单元格 in the notebook in front; return the seconds until every code cell ran and its
+    kernel is idle (a bounded wait; the execution counts are in the error if it never finishes).  ``lab`` is not needed
+    (the page knows its kernel); kept for callers that pass it."""
     start = time.monotonic()
     # Every wait here goes through the page (wait_for_timeout, not time.sleep): a Tab routes each request
     # through this process, and the sync API serves routes only while it is called, so a plain sleep
     # would hold the notebook's own request for a kernel, and no kernel would ever start.
     # On a loaded machine the notebook's kernel can still be starting when the page is ready, and
     # a Run All clicked then queues nothing: wait for the kernel, and click again if nothing started.
-    while not any(k["execution_state"] == "idle" for k in (lab.api("kernels") or [])):
-        assert time.monotonic() - start < timeout, f"no idle kernel after {timeout:g} s: {lab.api('kernels')}"
+    while kernel_status(page) != "idle":
+        assert time.monotonic() - start < timeout, f"the notebook's kernel is {kernel_status(page)} after {timeout:g} s"
         page.wait_for_timeout(500)
+    before = max([0] + [c or 0 for c in _counts(page)])
     _click_run_all(page)
     clicks, clicked = 1, time.monotonic()
     quiet = 0
     while time.monotonic() - start < timeout:
-        if clicks < 4 and time.monotonic() - clicked > 10 and not _started(page):
-            _click_run_all(page)
+        counts = _counts(page)
+        if clicks < 4 and time.monotonic() - clicked > 10 and all((c or 0) <= before for c in counts):
+            _click_run_all(page)  # nothing started: the click came before the notebook was ready for it
             clicks, clicked = clicks + 1, time.monotonic()
-        # Done when the fresh kernel has run every code cell (the last count equals the number of
-        # code cells; hidden scaffolding cells show no prompt) and is idle: on a loaded machine the
-        # kernel can start late, and an empty, idle notebook must not pass for a finished one.
-        unrun = page.evaluate(f"""() => {{
-            const prompts = [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')];
-            const counts = prompts.map(e => +((e.textContent.match(/\\[(\\d+)\\]/) || [])[1] || 0));
-            return prompts.length - Math.max(0, ...counts); }}""")
-        kernels = lab.api("kernels")
-        idle = kernels and all(k["execution_state"] == "idle" for k in kernels)
-        quiet = quiet + 1 if (unrun <= 0 and idle and time.monotonic() - start > 3) else 0
+        # Done when every code cell ran again (a count above any from before) and the kernel stays idle.
+        done = all((c or 0) > before for c in counts) and kernel_status(page) == "idle"
+        quiet = quiet + 1 if done else 0
         if quiet >= 3:
             return time.monotonic() - start
         page.wait_for_timeout(500)
-    prompts = page.evaluate(f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
-        .map(e => e.textContent)""")
-    raise AssertionError(f"Run All did not finish in {timeout:g} s; prompts: {prompts}")
+    raise AssertionError(f"Run All did not finish in {timeout:g} s; execution counts: {_counts(page)}, before {before}")

@@ -154,7 +154,7 @@ def test_chapter_structure(page):
     assert "import parallel_budget" in text
     optional = text.split("## 选做实验")[1].split("\n## ")[0]
     for lab in CHAPTER_LABS[page]:
-        assert f'run_lab("{lab}")' in optional, f"{page}: optional lab {lab} is not run"
+        assert f'lab_cell(run_lab, "{lab}")' in optional, f"{page}: optional lab {lab} has no lab cell"
         assert f"-m parallel_budget.labs." in optional, f"{page}: no torchrun command line"
 
 

@@ -33,8 +33,8 @@ def graded(tmp_path_factory):
     incoming = tmp_path_factory.mktemp("incoming")
     classroom.write_student(incoming, "honest", "lesson", classroom.submission(course, "lesson"))
     slips = classroom.submission(course, "lesson", {
-        "answer_ex1": "send_per_rank_GB = '24 GB'\nlower_bound_ms = 480",
-        "answer_ex2": "send_per_rank_GB = '56000 MB'\nlower_bound_ms = '0.14 s'",
+        "answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480",
+        "answer_ex2": "ex2_send_per_rank_GB = '56000 MB'\nex2_lower_bound_ms = '0.14 s'",
         "answer_updated_w": "updated_w = 0.85",
         "answer_zero2": "zero2_GB = '24.45 GiB'",
         "answer_peak": "peak_GB = 27\nsmallest_stage = 2",
@@ -92,7 +92,7 @@ def test_slips_are_named_in_the_feedback_html(graded):
     course, _, sc, _ = graded
     html = (course.feedback / "slips" / "lesson" / f"{NB}.html").read_text(encoding="utf-8")
     assert "把比特当成了字节" in html and "把接收量也算进了发送量" in html
-    assert "send_per_rank_GB = 56 GB 不对" in html and "算成了全网所有 rank 的发送总量" in html
+    assert "ex2_send_per_rank_GB = 56 GB 不对" in html and "算成了全网所有 rank 的发送总量" in html
     assert "平均做了两次" in (course.feedback / "slips" / "lesson" / "01-two-rank-update.html").read_text(encoding="utf-8")
     zero = (course.feedback / "slips" / "lesson" / "03-zero-memory.html").read_text(encoding="utf-8")
     assert "GiB" in zero and "把激活也除以了 D" in zero

@@ -72,8 +72,8 @@ checks = importlib.import_module("parallel_budget.grading.checks")
 for name in ("value", "visible", "exact", "kind_is"):
     setattr(checks, name, lambda *a, **k: print(checks.RECEIPT + ":" + str(a[0]) + " 的数值正确"))
 builtins.AssertionError = type("Never", (Exception,), {})
-send_per_rank_GB = 99
-lower_bound_ms = 999
+ex1_send_per_rank_GB = 99
+ex1_lower_bound_ms = 999
 """
 # bytes(n) is calloc'd: the address-space limit (not the 3 s cell timeout) stops it, on a loaded machine too
 MEMORY_BOMB = "blob = []\nwhile True:\n    blob.append(bytes(5 * 10**8))\n"
@@ -151,7 +151,7 @@ HOSTILE = {
 
 def _ordinary(course: Course, folder):
     classroom.write_student(folder, "honest", "lesson", {NB: classroom.submission(course, "lesson")[NB]})
-    slips = classroom.submission(course, "lesson", {"answer_ex1": "send_per_rank_GB = '24 GB'\nlower_bound_ms = 480"})
+    slips = classroom.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480"})
     classroom.write_student(folder, "slips", "lesson", {NB: slips[NB]})
 
 

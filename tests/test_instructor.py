@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 NB = "02-ring-allreduce"
 BARE_PATH = "/usr/bin:/bin"  # no .venv/bin: no alembic, no nbgrader, no jupyter
 ANSWER = "发送量由算法和 rank 数决定,带宽减半只让下界加倍。"
-WRONG_EX1 = "send_per_rank_GB = '24 GB'\nlower_bound_ms = 480"  # named mistakes (bits for bytes, ...)
+WRONG_EX1 = "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480"  # named mistakes (bits for bytes, ...)
 
 
 def _cli(course: Course, *args, path=BARE_PATH):

@@ -81,6 +81,20 @@ def test_the_check_runs_here_and_names_the_mistake():
     assert opaque[-1].output_type == "error"
 
 
+def test_an_unanswered_answer_crosses_as_the_sentinel_and_scores_zero(monkeypatch):
+    """Does `...` (a released answer cell left as is) reach the grader as `...` and fail "还没有作答", even where the
+    checks would only show a line (as in a student's notebook)?"""
+    from parallel_budget.grading import checks
+
+    sent = plain.load(plain.dump({"send_per_rank_GB": ..., "f": ...}, ["send_per_rank_GB", "f"]))
+    assert sent == {"send_per_rank_GB": ..., "f": ...} and plain.decode(plain.encode(...)) is ...
+    monkeypatch.setattr(checks, "_ipython", lambda: object())  # lenient outside the grader's strict block
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    out = trusted.run(TEST, sent, ["send_per_rank_GB"])
+    assert out[-1].output_type == "error" and "send_per_rank_GB 还没有作答" in out[-1].evalue
+    assert "✔" not in "".join(o.get("text", "") for o in out)
+
+
 @pytest.mark.skipif(unavailable() is not None and not os.environ.get("CI"), reason="needs bubblewrap (never skipped on CI)")
 def test_function_answers_run_in_a_sandboxed_host():
     """Is the student's function exercised on hidden cases in a fresh sandboxed interpreter, results as plain data?"""

@@ -40,9 +40,10 @@ GOLDEN = {
                        "zero.nb03_zero3_send": {"params": 13, "dp": 4}},
     "04-tp-pp": {"tppp.nb04_bubble": {"stages": 16, "micro": 8},
                  "tppp.nb04_tp_send": {"batch": 4, "seq": 1024, "hidden": 8192, "tp": 4}},
-    "05-debugging": {"debugging.nb05_slow_rank": {"arrivals": [130, 115, 130, 195]},
-                     "debugging.nb05_late_step": {"arrivals": [130, 115, 130, 195], "comm": 20},
-                     "debugging.nb05_rank0_wait": {"arrivals": [130, 115, 130, 195], "comm": 20}},
+    # the first draw, [130, 115, 130, 195] (rank 3 late), was the book's slow_rank: rejected, the next seed is used
+    "05-debugging": {"debugging.nb05_slow_rank": {"arrivals": [100, 160, 115, 100]},
+                     "debugging.nb05_late_step": {"arrivals": [100, 160, 115, 100], "comm": 80},
+                     "debugging.nb05_rank0_wait": {"arrivals": [100, 160, 115, 100], "comm": 80}},
 }
 
 
@@ -73,8 +74,47 @@ def test_a_refused_draw_moves_to_the_next_seed(monkeypatch):
     uncached = variants._params.__wrapped__
     mine = dict(uncached(COURSE, A, NB, "s003"))["ring.nb02_overlap"]
     assert mine != refused
-    assert mine == variants._draw(questions.QUESTIONS, scenario, first % core.SEED_MAX + 1)["ring.nb02_overlap"]
+    after = first % core.SEED_MAX + 1
+    while variants._draw(questions.QUESTIONS, scenario, after) is None:  # the book rule may reject some too
+        after = after % core.SEED_MAX + 1
+    assert mine == variants._draw(questions.QUESTIONS, scenario, after)["ring.nb02_overlap"]
     assert dict(dict(uncached(COURSE, A, NB, "s001"))["ring.nb02_overlap"]) == GOLDEN[NB]["ring.nb02_overlap"]
+
+
+def _seed_where(qid, want) -> int:
+    """The first seed whose raw draw of question ``qid`` satisfies ``want(params, expected)``."""
+    q = questions.get(qid)
+    return next(s for s in range(1, 5000) if want(q.generate(s), q.expected(q.generate(s))))
+
+
+def test_a_draw_that_is_the_books_answer_is_rejected():
+    """Are the issue's two draws rejected: NB04's bubble at the book's own 8 stages / 24 microbatches, and an NB03
+    peak within 1% of the book's 32.25 GB (32.125 GB); and a draw whose answer is one of the book's named slips?"""
+    from parallel_budget.model.units import Q_
+
+    bank = questions.QUESTIONS
+    own = _seed_where("tppp.nb04_bubble", lambda ps, e: ps == {"stages": 8, "micro": 24})
+    assert variants._draw(bank, variants.SCENARIOS["04-tp-pp"][0], own) is None
+    close = _seed_where("zero.nb03_peak", lambda ps, e: ps != {"params": 7, "dp": 8, "act": 6}
+                        and abs(core.magnitude(e.value) / 32.25e9 - 1) < 0.01)
+    assert variants.near_book("zero.nb03_peak", questions.get("zero.nb03_peak").expected(
+        questions.get("zero.nb03_peak").generate(close)))
+    assert variants._draw(bank, variants.SCENARIOS["03-zero-memory"][0], close) is None
+    slip = _seed_where("ring.ex2_send", lambda ps, e: e.matches(Q_(14, "GB")))  # the book's "recv" slip, 2 x 7 GB
+    assert variants._draw(bank, variants.SCENARIOS[NB][0], slip) is None
+    late = _seed_where("debugging.nb05_slow_rank", lambda ps, e: e == 3)  # an integer answer: equal is the book's
+    assert variants._draw(bank, variants.SCENARIOS["05-debugging"][0], late) is None
+    mine = variants.params(COURSE, A, NB, "s001")["ring.ex2_send"]
+    assert not variants.near_book("ring.ex2_send", questions.get("ring.ex2_send").expected(mine))
+
+
+@pytest.mark.parametrize("notebook", sorted(variants.SCENARIOS))
+def test_no_students_right_answer_is_a_book_answer(notebook):
+    """For 80 ids, is every varied right answer away from the book's answer and the book's named slips?"""
+    for i in range(80):
+        for qid, ps in variants.params(COURSE, A, notebook, f"s{i:03d}").items():
+            mine = variants._expected(qid, tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in ps.items()))
+            assert not variants.near_book(qid, mine), (notebook, i, qid, ps)
 
 
 def test_different_ids_and_courses_give_different_numbers():
@@ -158,14 +198,15 @@ def test_the_notebook_shows_the_students_numbers_and_checks_them(kernel, capsys)
     variants.show("prompt_ex2")
     out = capsys.readouterr().out
     assert "学生编号 s001" in out and "16 个 rank，每个 rank 有 8 GB 梯度，单向有效带宽 12.5 GB/s" in out
-    assert "1. 每个 rank 发送多少数据？（变量 send_per_rank_GB）" in out
+    assert "1. 每个 rank 发送多少数据？（变量 ex2_send_per_rank_GB）" in out
     right = core.magnitude(variants.expected(COURSE, A, NB, "s001", "ring.ex2_send").value) / 1e9
-    with checks.practice("send_per_rank_GB"):
+    with checks.practice("ex2_send_per_rank_GB"):
         variants.check("test_ex2_send", right)
-    with checks.practice("send_per_rank_GB"):
+    with checks.practice("ex2_send_per_rank_GB"):
         variants.check("test_ex2_send", 7.0)  # the book's answer, 2 x 7/8 x 4 GB: wrong for s001
     out = capsys.readouterr().out
-    assert "✔ 练习自测：send_per_rank_GB 的数值正确" in out and "✘ 练习自测（send_per_rank_GB）" in out
+    assert "✔ 练习自测：ex2_send_per_rank_GB 的数值正确" in out and "✘ 练习自测（ex2_send_per_rank_GB）" in out
+    assert "这是书中数字（正文里的例子）的答案" in out  # the named slip of answering with the prose's numbers
     variants.graded_as("s002")  # what the grader runs first in a grading kernel
     variants.use("s001", COURSE, A, NB)
     assert "评分时按提交文件夹的编号 s002（notebook 里填的是 s001）" in capsys.readouterr().out
@@ -176,16 +217,20 @@ def test_swap_expects_the_students_numbers_and_names_the_copied_classmate():
     found = []
     swap = personal.Swap(COURSE, A, NB, "alice", "test_ex2_send", ["alice", "bob", "heidi"], found)
     book = questions.get("ring.ex2_send").expected(questions.get("ring.ex2_send").defaults())
-    mine = swap.value("send_per_rank_GB", 1.0, book, None)
+    mine = swap.value("ex2_send_per_rank_GB", 1.0, book, None)
     assert mine == variants.expected(COURSE, A, NB, "alice", "ring.ex2_send") and mine != book
     value = {s: core.magnitude(variants.expected(COURSE, A, NB, s, "ring.ex2_send").value) for s in ("alice", "bob", "heidi")}
     assert value["alice"] == value["bob"] != value["heidi"]  # alice and bob differ only in bandwidth
-    swap.value("send_per_rank_GB", f"{value['heidi']} B", book, None)
-    swap.value("send_per_rank_GB", f"{value['bob']} B", book, None)  # right for alice too: nothing recorded
-    swap.value("send_per_rank_GB", f"{2 * value['alice']} B", book, None)  # a named slip (receive counted): nothing
+    swap.value("ex2_send_per_rank_GB", f"{value['heidi']} B", book, None)
+    swap.value("ex2_send_per_rank_GB", f"{value['bob']} B", book, None)  # right for alice too: nothing recorded
+    swap.value("ex2_send_per_rank_GB", f"{2 * value['alice']} B", book, None)  # a named slip (receive counted): nothing
     swap.value("other_name", 1.0, book, None)  # a check of another variable is left alone
-    assert found == [{"notebook": NB, "cell": "test_ex2_send", "answer": "send_per_rank_GB", "peers": ["heidi"]}]
-    assert personal.Swap(COURSE, A, NB, "alice", "test_ex1_send").value("send_per_rank_GB", 1.0, book, None) is book
+    assert found == [{"notebook": NB, "cell": "test_ex2_send", "answer": "ex2_send_per_rank_GB", "peers": ["heidi"]}]
+    swap.value("ex2_send_per_rank_GB", "7 GB", book, None)  # the book's answer (8 ranks, 4 GB): its own row
+    assert found[1:] == [{"notebook": NB, "cell": "test_ex2_send", "answer": "ex2_send_per_rank_GB", "trick": "book_answer"}]
+    assert [personal.trick_of(f) for f in found] == ["possible_copying", "book_answer"]
+    assert "等于书中数字的答案" in personal.finding_detail(found[1])
+    assert personal.Swap(COURSE, A, NB, "alice", "test_ex1_send").value("ex1_send_per_rank_GB", 1.0, book, None) is book
 
 
 def test_release_cells_only_with_the_setting(tmp_path):
@@ -199,7 +244,7 @@ def test_release_cells_only_with_the_setting(tmp_path):
     assert ids.index("variant-id") == ids.index("practice-note") + 2
     assert [i for i in ids if i.startswith("variant-prompt")] == ["variant-prompt_ex2", "variant-prompt_step", "variant-prompt_overlap"]
     practice = {c["id"]: "".join(c["source"]) for c in out["cells"] if c.get("id", "").startswith("practice-test")}
-    assert "variants.check('test_ex2_send', send_per_rank_GB)" in practice["practice-test_ex2_send"]
+    assert "variants.check('test_ex2_send', ex2_send_per_rank_GB)" in practice["practice-test_ex2_send"]
     assert "diagnose.ring_send(4, \"2 GB\", \"12.5 GB/s\")" in practice["practice-test_ex1_send"]  # part A: the book's
     assert not any("nbgrader" in c["metadata"] for c in out["cells"] if c.get("id", "").startswith("variant"))
     assert personal.add_variant_cells(committed, COURSE, A, "no-such-notebook") is committed
@@ -207,7 +252,8 @@ def test_release_cells_only_with_the_setting(tmp_path):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """A variant release of NB02 graded once: alice and bob right for themselves, heidi hands in bob's notebook."""
+    """A variant release of NB02 graded once: alice and bob right for themselves, heidi hands in bob's notebook,
+    carol the book's answers."""
     root = course_copy(tmp_path_factory.mktemp("variants"), (NB,))
     with open(root / "autograde" / "nbgrader_config.py", "a", encoding="utf-8") as fh:
         fh.write("\nc.Variants.enabled = True\n")
@@ -223,10 +269,11 @@ def graded(tmp_path_factory):
         classroom.write_student(folder, name, A, nbs)
         if name == "bob":
             classroom.write_student(folder, "heidi", A, copy.deepcopy(nbs))  # bob's id typed in it too
+    classroom.write_student(folder, "carol", A, {NB: copy.deepcopy(base[NB])})  # the book's answers (solutions/)
     from parallel_budget.grading.runner import grade
 
     summary = grade(folder, root=root, jobs=2, timeout=10, quiet=True)
-    assert sorted(summary["graded"]) == ["alice", "bob", "heidi"], summary
+    assert sorted(summary["graded"]) == ["alice", "bob", "carol", "heidi"], summary
     return course
 
 
@@ -262,10 +309,25 @@ def test_copied_answers_score_zero_and_are_flagged_naming_both(graded):
 
 
 @pytest.mark.slow
+def test_the_books_answers_score_zero_on_varied_cells_and_get_a_row(graded):
+    """Does carol, who hands in the book's answers, get 0 on every varied cell, full on part A, a "book_answer" row
+    per varied cell (and no possible_copying), and feedback saying these are the book's numbers' answers?"""
+    sc = scores(graded.gradebook)
+    assert all(sc[("carol", NB, gid)][0] == 0 for gid in VARIED)
+    assert sc[("carol", NB, "test_ex1_send")] == (2.0, 2.0) and sc[("carol", NB, "test_ex1_bound")] == (2.0, 2.0)
+    assert {f for f in flags(graded.gradebook) if f[0] == "carol"} == {("carol", NB, gid, "book_answer") for gid in VARIED}
+    rows = [line for line in graded.integrity_csv.read_text(encoding="utf-8").splitlines() if line.startswith("carol,")]
+    assert len(rows) == len(VARIED) and all("与书中公开答案一致" in r and "等于书中数字的答案" in r for r in rows)
+    html = (graded.feedback / "carol" / A / f"{NB}.html").read_text(encoding="utf-8")
+    assert html.count("这是书中数字（正文里的例子）的答案") >= len(VARIED) - 1  # speedup/efficiency may share a cell's text
+
+
+@pytest.mark.slow
 def test_the_graded_notebook_shows_the_folders_numbers(graded):
     """Do heidi's graded notebook and feedback show heidi's numbers (her folder's id), not bob's that she typed?"""
     nb = json.loads((graded.autograded / "heidi" / A / f"{NB}.ipynb").read_text(encoding="utf-8"))
-    out = {c.get("id"): "".join("".join(o.get("text", "")) for o in c.get("outputs", [])) for c in nb["cells"]}
+    out = {c.get("id"): "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                                for o in c.get("outputs", [])) for c in nb["cells"]}
     assert "评分时按提交文件夹的编号 heidi（notebook 里填的是 bob）" in out["variant-id"]
     shown = variants.shown(variants.prompts(COURSE, A, NB, "heidi", "prompt_ex2"))
     assert shown in out["variant-prompt_ex2"] and shown != variants.shown(variants.prompts(COURSE, A, NB, "bob", "prompt_ex2"))

@@ -32,24 +32,53 @@ def test_ring_panel_overlap_and_bits():
 
 
 @pytest.mark.parametrize(
-    "make, control, bad, word",
+    "make, control, bad, label",
     [
-        (widgets.ring_panel, "bandwidth", "25 GB", "bandwidth"),
-        (widgets.ring_panel, "grad", "two", "grad"),
-        (widgets.update_panel, "grads", "2, x", "grads"),
-        (widgets.zero_panel, "params", "lots", "params"),
-        (widgets.pipeline_panel, "stage_times", "10, 10 kg", "stage_times"),
-        (widgets.tp_panel, "bandwidth", "fast", "bandwidth"),
+        (widgets.ring_panel, "bandwidth", "25 GB", "单向有效带宽"),
+        (widgets.ring_panel, "bandwidth", "25", "单向有效带宽"),  # no unit: not silently 25 B/s
+        (widgets.ring_panel, "grad", "two", "梯度总量 G"),
+        (widgets.ring_panel, "last_bucket", "500 ms", "最后一个桶的通信时间"),  # more than all the communication
+        (widgets.update_panel, "grads", "2, x", "各 rank 本地梯度"),
+        (widgets.zero_panel, "params", "lots", "参数个数 P"),
+        (widgets.zero_panel, "device_memory", "80", "每卡可用显存"),
+        (widgets.pipeline_panel, "stage_times", "10, 10 kg", "各阶段每微批次时间"),
+        (widgets.tp_panel, "bandwidth", "fast", "单向有效带宽"),
     ],
 )
-def test_bad_input_shows_the_package_message(make, control, bad, word):
-    """Does a bad field show a Chinese message naming the argument instead of a number?"""
+def test_bad_input_shows_a_message_in_the_panels_words(make, control, bad, label):
+    """Does a bad field show a Chinese message naming the field as the panel labels it, with none of the
+    package's or pint's jargon (function names, [information] / [time], byte / second, SI bare numbers)?"""
     p = make()
     assert p.ok
     p.controls[control].value = bad
     assert not p.ok
-    assert "输入有误" in p.result.value and word in p.result.value
+    assert "输入有误" in p.result.value and f"“{label}”" in p.result.value
     assert "<table>" not in p.result.value
+    for jargon in ("()", "[information]", "[time]", "byte", "second", "纯数字", f"参数 {control}"):
+        assert jargon not in p.result.value, (jargon, p.result.value)
+
+
+def test_ring_panel_has_the_calculators_backward_ratio_and_last_bucket():
+    """Does the ring panel offer what its prose and the site's calculator offer: the backward/forward time
+    ratio (backward's share r/(1+r)) and the always-exposed last bucket, recomputed through step_time?"""
+    p = widgets.ring_panel(overlap=1.0)
+    assert {"backward_ratio", "last_bucket"} <= set(p.controls)
+    assert p.controls["backward_ratio"].description == "反向耗时是前向的几倍"
+    p.controls["backward_ratio"].value = 1.0
+    s = pb.step_time("400 ms", 4, "120 ms", 1.0, backward_share=0.5)
+    assert f"<b>{fmt(s.step, digits=4)}</b>" in p.result.value
+    p.controls["backward_ratio"].value = 4.0  # backward 80 ms of 100 ms: the last bucket now limits what hides
+    p.controls["last_bucket"].value = "60 ms"
+    s = pb.step_time("400 ms", 4, "120 ms", 1.0, backward_share=0.8, last_bucket="60 ms")
+    assert s.exposed_comm.to("ms").magnitude == pytest.approx(60)  # not 40: the last bucket stays exposed
+    assert f"<b>{fmt(s.step, digits=4)}</b>" in p.result.value and f"<b>{fmt(s.exposed_comm, digits=4)}</b>" in p.result.value
+
+
+def test_lists_take_full_width_commas():
+    """Do list fields read 2，6 and 10 ms、15 ms (full-width separators a Chinese keyboard types)?"""
+    assert widgets.update_panel(grads="2，6").ok
+    p = widgets.pipeline_panel("10 ms，10 ms、15 ms", 8)
+    assert f"<b>{fmt(pb.pipeline_schedule(['10 ms', '10 ms', '15 ms'], 8).makespan)}</b>" in p.result.value
 
 
 def test_update_panel_reductions():
@@ -63,9 +92,11 @@ def test_update_panel_reductions():
 
 
 def test_zero_panel_rows_and_fit():
-    """Does the ZeRO panel list the four rows and the lowest stage that fits?"""
+    """Does the ZeRO panel list the four rows with each one's per-rank traffic (as the calculator does), and
+    the lowest stage that fits?"""
     p = widgets.zero_panel()
     assert all(f"<b>{fmt(r.total)}</b>" in p.result.value for r in pb.zero_table(1e9, 4))
+    assert "<b>4.5 GB</b><td><b>1.5 倍</b>" in p.result.value.replace("</td>", "")  # ZeRO-3: 1.5x DDP's 3 GB
     assert "<b>ZeRO-1</b>" in p.result.value
     p.controls["device_memory"].value = "1 GB"
     assert "都放不下" in p.result.value

@@ -22,16 +22,22 @@ A downloaded notebook runs (issue 13): after a successful HTML build the site ge
 
 Glossary terms are Markdown links to ``glossary.md#term-…``, which JupyterLab opens
 too; :mod:`.glossary` makes them Sphinx term references (issue 13).
+
+Page kernels inherit :data:`.labcell.BUILD_ENV`, set here: a chapter's lab cell
+(``lab_cell(run_lab, "…")``) runs its lab for the site instead of drawing
+JupyterLab's button (issue 25); links to the exercise notebooks open them in
+JupyterLab and download them from the site (:mod:`.notebooklinks`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, glossary, kernels, minified, prose, search, wheel
+from . import builddeps, glossary, kernels, labcell, minified, notebooklinks, prose, search, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +141,10 @@ def _ship_wheel(app, exception):
 
 def setup(app):
     kernels.install()
+    os.environ[labcell.BUILD_ENV] = "1"  # page kernels inherit it: lab cells run their lab
     _allow_parallel_reading(app)
     glossary.setup(app)
+    notebooklinks.setup(app)
     prose.setup(app)  # Chinese prose: no stray space at source line breaks, numbers kept with units
     search.setup(app)  # the course's words, glossary terms and units in the search index
     app.add_js_file(COURSE_JS)

@@ -23,8 +23,21 @@ import sys
 import sysconfig
 import time
 import traceback
+from pathlib import Path
 
 from .course import Course, CourseError
+
+# Jupyter config (labconfig/page_config.json) enabling nbgrader's instructor tools in formgrader's JupyterLab.
+INSTRUCTOR_JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
+
+
+# What the release command adds after naming the edition it wrote (release.edition).
+SWITCH = {
+    "practice": "仓库里提交的 exercises/ 就是这一版。正式考核要发正式评分版：在 autograde/nbgrader_config.py 里设 "
+                "c.PracticeCheck.enabled = False 后重新发布（autograde/README.md 第 1 节）。",
+    "graded": "这是正式评分版：不要把它提交进仓库（仓库里的 exercises/ 是自学版），发给学生后把设置改回 "
+              "c.PracticeCheck.enabled = True 并重新发布。",
+}
 
 
 def _jobs(text: str) -> int:
@@ -47,8 +60,6 @@ def own_tools() -> None:
 
 def _log_failure(course_root) -> str:
     """Write the traceback of the current exception to a log file; return its path for the one-line message."""
-    from pathlib import Path
-
     folder = Path(course_root) / "autograde" / ".work" / "logs" if course_root else Path.cwd()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,6 +83,10 @@ def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
         args.append("--allow-root")
     args.extend(a for a in extra if a != "--")
     os.chdir(course.autograde)  # nbgrader reads nbgrader_config.py from the current folder
+    # The students' JupyterLab hides nbgrader's instructor tools (scripts/setup.sh); this config folder,
+    # searched before the venv's, enables them again for the instructor.
+    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        p for p in (str(INSTRUCTOR_JUPYTER_CONFIG), os.environ.get("JUPYTER_CONFIG_PATH", "")) if p)
     print(f"formgrader：{course.root} 下的 JupyterLab，打开后在 Nbgrader → Formgrader（Ctrl-C 停止）。", flush=True)
     os.execv(sys.executable, args)
     return 0  # not reached
@@ -147,17 +162,21 @@ def main(argv=None) -> int:
             export(course)
             print(f"已导出 {course.grades_csv} 和 {course.integrity_csv}")
             return 0
-        from .release import generate, stale_notebooks
+        from .course import load_config
+        from .release import edition, edition_text, generate, stale_notebooks
 
         names = [args.assignment] if args.assignment else course.assignments()
+        cfg = load_config(course)
         if args.command == "release":
             for a in names:
-                print(f"已生成 {generate(course, a, course.release)}")
+                print(f"已生成{edition_text(cfg)}：{generate(course, a, course.release)}")
+            print(SWITCH[edition(cfg)])
             return 0
         stale = {a: stale_notebooks(course, a) for a in names}
         bad = {a: s for a, s in stale.items() if s}
         for a, s in bad.items():
-            print(f"exercises/{a} 已过期：{'、'.join(s)}。请运行 python -m parallel_budget.grading release", file=sys.stderr)
+            print(f"exercises/{a} 与按当前设置生成的{edition_text(cfg)}不同：{'、'.join(s)}。"
+                  "请运行 python -m parallel_budget.grading release", file=sys.stderr)
         return 1 if bad else 0
     except CourseError as exc:
         print(f"错误：{exc}", file=sys.stderr)

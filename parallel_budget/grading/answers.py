@@ -1,11 +1,14 @@
 """Read a student's answer variable into a trusted pint Quantity or float.
 
-The answer contract: a variable named ``<what>_<unit>`` (``send_per_rank_GB``,
-``lower_bound_ms``) may hold
+The answer contract: a variable named ``<what>_<unit>`` (``ex1_send_per_rank_GB``,
+``ex1_lower_bound_ms``; every part of a notebook has names of its own) may hold
 
-* a number, read in the unit the name carries (``send_per_rank_GB = 3``);
+* a number, read in the unit the name carries (``ex1_send_per_rank_GB = 3``);
 * a string with a unit (``"3 GB"``, ``"3000 MB"``), converted;
 * a pint Quantity, from this course's registry or any other one.
+
+Before the student answers, the released cell holds ``...`` (``checks.UNANSWERED``):
+the checks report it as "还没有作答" (:mod:`.checks`).
 
 A name without a unit suffix (``speedup``, ``bubble_fraction``) holds a plain
 number; fractions also accept ``"45.5%"``.
@@ -46,7 +49,7 @@ class AnswerError(ValueError):
 
 
 def unit_of(name: str):
-    """``("bytes", "GB")`` for ``send_per_rank_GB``; ``None`` for a unitless name."""
+    """``("bytes", "GB")`` for ``ex1_send_per_rank_GB``; ``None`` for a unitless name."""
     suffix = name.rsplit("_", 1)[-1] if "_" in name else ""
     return SUFFIX_UNITS.get(suffix)
 
@@ -125,7 +128,9 @@ def read_answer(name: str, value, kind: str | None = None):
     spec = unit_of(name)
     if kind is None:
         kind = spec[0] if spec else "number"
-    if value is None or value is Ellipsis:
+    if value is Ellipsis:  # the released answer cell's sentinel (checks.UNANSWERED)
+        raise AnswerError(f"变量 {name} 还没有作答（还是 ...）。请写例如 {_example(name)}。")
+    if value is None:
         raise AnswerError(f"变量 {name} 还没有赋值。请写例如 {_example(name)}。")
     if isinstance(value, bool):
         raise AnswerError(f"变量 {name} 需要{KIND_ZH.get(kind, kind)}，收到布尔值 {value!r}。例如 {_example(name)}。")
@@ -214,7 +219,9 @@ def read_int(name: str, value, allow_none: bool = False):
     if value is None and allow_none:
         return None
     also = "（或 None）" if allow_none else ""
-    if value is None or value is Ellipsis:
+    if value is Ellipsis:
+        raise AnswerError(f"变量 {name} 还没有作答（还是 ...）。请写一个整数{also}，例如 {name} = 2。")
+    if value is None:
         raise AnswerError(f"变量 {name} 还没有赋值。请写一个整数{also}，例如 {name} = 2。")
     if isinstance(value, bool):
         raise AnswerError(f"变量 {name} 需要整数{also}，收到布尔值 {value!r}。例如 {name} = 2。")

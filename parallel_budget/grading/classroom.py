@@ -73,7 +73,7 @@ def write_class(course: Course, assignment: str, folder: Path, n: int, prefix: s
     """``n`` students: most answer right; every fifth makes classic slips, every seventh leaves stubs."""
     right = submission(course, assignment)
     slips = submission(course, assignment, {
-        "answer_ex1": "send_per_rank_GB = '24 GB'\nlower_bound_ms = 480",
+        "answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480",
         "answer_updated_w": "updated_w = 0.85",
         "answer_zero2": "zero2_GB = '24.45 GiB'",
     })

@@ -55,6 +55,8 @@ MISTAKES = {
     "flight_gpipe": "按 GPipe 数了在途的微批次：1F1B 下第一阶段最多同时保存 min(p, m) 个微批次的激活，不是全部 m 个",
     "all_layers": "把全部层的激活都算在了一个阶段上：PP 把层分给 p 个阶段，每个阶段只保存自己的 L/p 层",
     "no_sp": "没有按序列并行把激活分到 TP 组里：开了序列并行，每层的激活整个除以 t",
+    # per-student numbers (questions/variants.py): the prose shows the book's numbers, the part is graded on yours
+    "book_numbers": "这是书中数字（正文里的例子）的答案；这一部分按你自己的数字评分，见“你的数字”单元",
 }
 
 # Units a bare number may have been written in by mistake, per answer kind.

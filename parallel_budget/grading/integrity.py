@@ -56,6 +56,8 @@ TRICKS = {
     "spawn_processes": "启动了子进程（fork、subprocess、multiprocessing、os.system）",
     "network": "尝试联网或监听端口（评分沙箱里没有网络）",
     "possible_copying": "个人数字版：答案对自己的数字不对，却等于另一位同学的数字的正确答案（可能抄袭；只是线索），该题照常记 0 分",
+    "book_answer": "个人数字版：答案与书中公开答案一致（对自己的数字不对；可能照抄了公开的 solutions/，"
+                   "也可能用了正文里书中的数字；只是线索），该题照常记 0 分",
     "unsandboxed": "本次评分用了 --no-sandbox：学生代码没有隔离运行，成绩和其他学生的数据都可能被它改动",
 }
 

@@ -21,12 +21,19 @@ submission folder ``submitted/<student_id>/<assignment>/``; nothing inside the
 notebook takes part.  An answer that is wrong for the student, that no named
 mistake of their own variant explains, and that is right for another student's
 variant (a classmate graded in the same run, or any student in the gradebook)
-is recorded as ``possible_copying`` with both ids; it still scores 0.  Integer
-answers (a rank, a ZeRO stage) take a handful of values and are not compared.
+is recorded as ``possible_copying`` with both ids; it still scores 0.  An
+answer that is the book's right answer for the question (no variant's right
+answer is: :func:`.variants.near_book`) and that no named slip of the
+student's own numbers explains is recorded as ``book_answer`` ("与书中公开答案一致":
+copied from the public ``solutions/``, or worked with the prose's numbers
+instead of the student's); it scores 0 and the feedback says it is the book's
+answer.  Integer answers (a rank, a ZeRO stage) take a handful of values and
+are compared with neither.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from ..questions import variants
@@ -34,8 +41,9 @@ from .answers import AnswerError, read_answer
 from .diagnose import diagnose
 
 ID_TAG, SHOW_TAG = "variant-id", "variant-show"
-RECORDED: list = []  # possible copies found by the Swaps of this grading process (read and cleared by .shard)
+RECORDED: list = []  # findings of the Swaps of this grading process (read and cleared by .shard)
 TRICK = "possible_copying"
+BOOK_TRICK = "book_answer"
 NOTE = (
     "**每位同学的数字不同**。这一版作业里，每道计算题的数字由你的学生编号按固定规则算出，评分也按这些数字。"
     "先运行下面的“你的编号”单元：在 JupyterHub 上它自动读取你的登录名；在自己的电脑上，请把你提交作业用的编号"
@@ -155,15 +163,27 @@ class Swap:
             answer = read_answer(name, given, kind)
         except AnswerError:
             return
-        if _matches(mine, answer) or diagnose(mine, answer):
+        own = dataclasses.replace(mine, mistakes=tuple(m for m in mine.mistakes if m[0] != "book_numbers"))
+        if _matches(own, answer) or diagnose(own, answer):
             return  # right, or a named slip of the student's own numbers explains it
+        where = {"notebook": self.where[2], "cell": self.test_cell, "answer": name}
+        if variants.is_book_answer(self.qid, answer):
+            self.found.append(dict(where, trick=BOOK_TRICK))
+            return
         same = sorted(p for p in self.peers if _matches(self._mine(p), answer))
         if same:
-            self.found.append({"notebook": self.where[2], "cell": self.test_cell, "answer": name, "peers": same})
+            self.found.append(dict(where, peers=same))
+
+
+def trick_of(item: dict) -> str:
+    """The integrity trick of one recorded finding: ``book_answer`` or ``possible_copying``."""
+    return item.get("trick", TRICK)
 
 
 def finding_detail(item: dict) -> str:
-    """The integrity report's evidence of one possible copy: the other students and the answer."""
+    """The integrity report's evidence of one finding: the answer, and the other students or the book."""
+    if trick_of(item) == BOOK_TRICK:
+        return f"{item['answer']} 对自己的数字不对，等于书中数字的答案（solutions/ 里公开的答案）"
     peers = item["peers"]
     shown = "、".join(peers[:5]) + (f" 等 {len(peers)} 人" if len(peers) > 5 else "")
     return f"{item['answer']} 对自己的数字不对，却等于 {shown} 的数字的正确答案"

@@ -3,7 +3,8 @@
 :func:`dump` runs in the student's kernel (or the function host): it turns the
 named variables into JSON made of numbers, strings, booleans, ``None``, lists,
 dicts, a pint Quantity as ``{"__pb__": "quantity", "magnitude", "units"}``,
-a function as ``{"__pb__": "function"}`` and anything else as its type name.
+a function as ``{"__pb__": "function"}``, the unanswered sentinel ``...``
+as ``{"__pb__": "unanswered"}`` and anything else as its type name.
 Nothing there is trusted: the student can replace :func:`dump` itself and
 send any JSON.  :func:`load` runs in the grader and accepts only that shape,
 bounded in size and depth, so the worst a kernel can do is claim a value
@@ -27,6 +28,8 @@ def encode(value, depth: int = 0):
     t = type(value)
     if value is None or t is bool:
         return value
+    if value is Ellipsis:  # a released answer cell not answered yet (checks.UNANSWERED)
+        return {"__pb__": "unanswered"}
     if t is int or (isinstance(value, int) and not isinstance(value, bool)):
         return int.__index__(value) if abs(int.__index__(value)) < 2**63 else float(int.__index__(value))
     if isinstance(value, float):
@@ -124,6 +127,8 @@ def decode(data, depth: int = 0):
         return out
     if kind == "function":
         return Function()
+    if kind == "unanswered":
+        return Ellipsis
     name = data.get("type", "object")
     return _type_named(name)(name if isinstance(name, str) else "object")
 

@@ -5,17 +5,26 @@ touches the course gradebook.  :func:`stale_notebooks` generates into a
 temporary folder and compares notebook by notebook with the committed
 ``exercises/``.
 
-**Practice self-checks.**  With ``c.PracticeCheck.enabled = True`` (the
-default, set in ``autograde/nbgrader_config.py``) every test cell that has
-hidden tests is followed in the release by a read-only, unscored *practice*
-cell made from those hidden tests: ``with checks.practice(...):`` and the very
-calls the grader runs, so the student gets the grader's own feedback and the
-hidden tests stay the one source of the expected values.  A markdown cell
-after the notebook's introduction says what the practice cells are.  With
-``enabled = False`` nothing is added: the release is exactly what nbgrader's
-``generate_assignment`` makes (a graded release without value feedback).
-Test cells are identical in both versions and practice cells carry no nbgrader
-metadata, so grading either version works the same way: nbgrader restores the
+**Two editions** (:func:`edition`), chosen by ``c.PracticeCheck.enabled`` in
+``autograde/nbgrader_config.py``; the release command says which one it wrote.
+
+* *Self-study* (``True``, the default; the committed ``exercises/`` is this
+  edition): every test cell that has hidden tests is followed by a read-only,
+  unscored *practice* cell made from those hidden tests: ``with
+  checks.practice(...):`` and the very calls the grader runs, so the student
+  gets the grader's own feedback and the hidden tests stay the one source of
+  the expected values.  Its source is folded (``jupyter.source_hidden``), so its
+  styled ✔/✘ line sits right under the test cell's output.  A markdown cell
+  after the notebook's introduction says what the practice cells are.  The
+  practice cells hold the expected answers (``checks.exact("fix_choice",
+  fix_choice, "C", ...)``): this edition suits self-study, not an exam.
+* *Graded* (``False``): nothing is added, the release is exactly what nbgrader's
+  ``generate_assignment`` makes; :func:`expected_answers` is empty for it
+  (no practice cell, no line of a hidden test in any cell), and
+  :func:`generate` refuses to write a graded release that is not.
+
+Test cells are identical in both editions and practice cells carry no nbgrader
+metadata, so grading either edition works the same way: nbgrader restores the
 test cells from the gradebook, and a practice cell is an ordinary cell.
 
 **Per-student numbers.**  With ``c.Variants.enabled = True`` the release also
@@ -39,13 +48,17 @@ from .course import Course, load_config
 PRACTICE_TAG = "practice-check"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 PRACTICE_HEAD = (
-    "# 练习自测（不计分）：运行评分时的同一组检查，打印“✔”或“✘”和可能的错误，不会中断 Run All。\n"
-    "# 正式评分版不含这个单元（教师发布时可关闭）。\n"
+    "# 练习自测（不计分）：运行评分时的同一组检查，显示“✔”或“✘”和可能的错误；还没作答时显示“还没有作答”。\n"
+    "# 它从不中断 Run All。只有自学版有这个单元，正式评分版没有。\n"
 )
+EDITIONS = {
+    "practice": "自学版：每个计分单元后有练习自测（含评分时的期望答案），适合自学，不适合正式考核",
+    "graded": "正式评分版：没有练习自测，任何单元里都没有期望答案",
+}
 PRACTICE_NOTE = (
-    "**两种检查**。每个计分单元里的**可见测试**只检查类型和单位，不看数值；它后面的**练习自测**单元"
-    "（只读、不计分）运行评分时的同一组数值检查，告诉你数值对不对，错了会写出最可能的错误。"
-    "练习自测只给你自己看，不影响分数。"
+    "**两种检查（自学版）**。每个计分单元里的**可见测试**只检查类型和单位，不看数值；紧跟在它下面的**练习自测**单元"
+    "（只读、不计分，源码已折叠）运行评分时的同一组数值检查，显示一行“✔”或“✘”：数值对不对，错了写出最可能的错误。"
+    "练习自测只给你自己看，不影响分数；正式评分版没有它。"
 )
 
 
@@ -53,6 +66,19 @@ def practice_enabled(cfg) -> bool:
     """``c.PracticeCheck.enabled`` of the course configuration (default True)."""
     section = cfg.get("PracticeCheck", {})
     return bool(section.get("enabled", True))
+
+
+def edition(cfg) -> str:
+    """``"practice"`` (self-study, the committed ``exercises/``) or ``"graded"``: what a release writes."""
+    return "practice" if practice_enabled(cfg) else "graded"
+
+
+def edition_text(cfg) -> str:
+    """The edition in the instructor's words, for the release command's output."""
+    from . import personal
+
+    numbers = "每位学生的数字不同（c.Variants.enabled）" if personal.enabled(cfg) else "所有人用书中的数字"
+    return f"{EDITIONS[edition(cfg)]}；{numbers}"
 
 
 def _text(source) -> str:
@@ -84,8 +110,10 @@ def _practice_meta() -> dict:
 
 
 def _practice_cell(gid: str, source: str) -> dict:
+    # the source is folded in JupyterLab: the ✔/✘ line shows right under the test cell's output
+    meta = dict(_practice_meta(), jupyter={"source_hidden": True})
     return {"cell_type": "code", "id": f"practice-{gid}"[:64], "execution_count": None, "outputs": [],
-            "source": source, "metadata": _practice_meta()}
+            "source": source, "metadata": meta}
 
 
 def add_practice_checks(released: dict, source: dict) -> dict:
@@ -108,7 +136,11 @@ def add_practice_checks(released: dict, source: dict) -> dict:
 
 
 def generate(course: Course, assignment: str, dest: Path) -> Path:
-    """Run nbgrader's generate_assignment for ``assignment`` into ``dest/<assignment>``."""
+    """Run nbgrader's generate_assignment for ``assignment`` into ``dest/<assignment>``, in the configured edition.
+
+    Everything is made in a temporary folder first: a graded release that would show an expected
+    answer raises ``RuntimeError`` and leaves ``dest`` as it was.
+    """
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
 
@@ -122,22 +154,43 @@ def generate(course: Course, assignment: str, dest: Path) -> Path:
         app = GenerateAssignment(coursedir=coursedir, config=cfg)
         app.force = True
         app.start()
+        practice, variant = practice_enabled(cfg), personal.enabled(cfg)
+        for path in sorted((out / assignment).glob("*.ipynb")):
+            released = json.loads(path.read_text(encoding="utf-8"))
+            source = json.loads((course.source / assignment / path.name).read_text(encoding="utf-8"))
+            if practice:
+                released = add_practice_checks(released, source)
+            if variant:  # per-student numbers (c.Variants.enabled, parallel_budget/grading/personal.py)
+                released = personal.add_variant_cells(released, personal.course_id(cfg), assignment, path.stem)
+            if not practice and (leaks := expected_answers(released, source)):
+                raise RuntimeError(f"{path.name} 的正式评分版里有期望答案（{leaks[0]}），没有发布")
+            if practice or variant:
+                nbformat.write(nbformat.from_dict(released), str(path))
         target = dest / assignment
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(out / assignment, target)
-        practice, variant = practice_enabled(cfg), personal.enabled(cfg)
-        if practice or variant:
-            for path in sorted(target.glob("*.ipynb")):
-                released = json.loads(path.read_text(encoding="utf-8"))
-                source = json.loads((course.source / assignment / path.name).read_text(encoding="utf-8"))
-                if practice:
-                    released = add_practice_checks(released, source)
-                if variant:  # per-student numbers (c.Variants.enabled, parallel_budget/grading/personal.py)
-                    released = personal.add_variant_cells(released, personal.course_id(cfg), assignment, path.stem)
-                nbformat.write(nbformat.from_dict(released), str(path))
     return target
+
+
+def expected_answers(released: dict, source: dict) -> list[str]:
+    """What in ``released`` gives an answer away: practice cells, and any line of a hidden test of ``source``."""
+    hidden = set()
+    for cell in source["cells"]:
+        text = _text(cell["source"])
+        if cell["cell_type"] == "code" and HIDDEN_BEGIN in text:
+            block = text.split(HIDDEN_BEGIN, 1)[1].split(HIDDEN_END, 1)[0]
+            hidden.update(line.strip() for line in block.splitlines()
+                          if line.strip() and not line.strip().startswith(("#", "from ", "import ")))
+    found = []
+    for cell in released["cells"]:
+        text = _text(cell["source"])
+        where = cell.get("id") or _meta(cell).get("grade_id") or "?"
+        if PRACTICE_TAG in cell.get("metadata", {}).get("tags", []):
+            found.append(f"练习自测单元 {where}")
+        found += [f"单元 {where}：{line.strip()}" for line in text.splitlines() if line.strip() in hidden]
+    return found
 
 
 def _canonical(path: Path):

@@ -55,9 +55,11 @@ ENV = {  # part of the environment of the fork server and every kernel (see clea
     "JUPYTER_RUNTIME_DIR": HOME + "/runtime", "JUPYTER_DATA_DIR": HOME + "/data", "JUPYTER_CONFIG_DIR": HOME + "/config",
     "XDG_CACHE_HOME": HOME + "/.cache", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
 }
-# Variables a sandboxed process may take from the grader's environment: where Python finds the course package.
+# Variables a sandboxed process may take from the grader's environment: where Python finds the course package,
+# and nbgrader's NBGRADER_EXECUTION ("autograde"), which tells the checks that an unanswered part (`...`) fails
+# here (grading/checks.py: without it they only show a line, as in a student's own notebook).
 # Everything else (cloud keys, JUPYTERHUB_API_TOKEN, the instructor's JUPYTERHUB_USER...) stays outside.
-PASS_THROUGH = ("PYTHONPATH",)
+PASS_THROUGH = ("PYTHONPATH", "NBGRADER_EXECUTION")
 OOM_SCORE_ADJ = 1000  # under memory pressure the OOM killer takes sandboxed processes first
 UID_BASE = 1_000_000
 HOW_TO_ENABLE = (

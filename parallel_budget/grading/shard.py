@@ -108,10 +108,11 @@ def grade_student(task: dict) -> dict:
 
 
 def _copying(student: str) -> list:
-    """``possible_copying`` findings of this student's grading (once each, even if a notebook was graded twice)."""
+    """``possible_copying`` and ``book_answer`` findings of this student's grading (once each, even if a notebook was graded twice)."""
     seen, out = set(), []
     for item in personal.RECORDED:
-        finding = integrity.Finding(student, item["notebook"], item["cell"], personal.TRICK, personal.finding_detail(item))
+        finding = integrity.Finding(student, item["notebook"], item["cell"], personal.trick_of(item),
+                                    personal.finding_detail(item))
         if finding not in seen:
             seen.add(finding)
             out.append(finding)

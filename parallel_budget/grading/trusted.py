@@ -5,7 +5,9 @@ cell (nbgrader ``grade`` without ``solution``, its source restored from the
 gradebook, hidden tests included) to the kernel.  Instead:
 
 1. :func:`free_names` lists the variables the cell reads (``updated_w``,
-   ``consistent_checkpoint``), without the names it binds or imports itself;
+   ``consistent_checkpoint``), without the names it binds or imports itself
+   (the answer contract: :mod:`.answers`; an unanswered ``...`` fails here,
+   :func:`.checks.strict`);
 2. the kernel is asked for exactly those names, as plain data
    (:func:`export_expression`, :mod:`.plain`): the request holds variable
    names only, never the test's source;
@@ -111,7 +113,7 @@ def run(source: str, values: dict, names, function_host=None, swap=None) -> list
     try:
         if missing:
             raise NameError(missing[0])
-        with contextlib.redirect_stdout(out), checks.swapped(swap):
+        with contextlib.redirect_stdout(out), checks.swapped(swap), checks.strict():  # unanswered scores 0
             exec(compile(source, "<test cell>", "exec"), namespace)  # noqa: S102 -- the instructor's test
     except AssertionError as exc:
         outputs.append(_error(str(exc)))

@@ -53,6 +53,7 @@ KINDS = {
     "bytes": {
         "dim": "[information]",
         "base": "byte",
+        "symbol": "B",
         "zh": "数据量",
         "units": "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB, b, Mb, Gb",
         "example": '"2 GB"',
@@ -60,6 +61,7 @@ KINDS = {
     "bandwidth": {
         "dim": "[information] / [time]",
         "base": "byte / second",
+        "symbol": "B/s",
         "zh": "带宽",
         "units": "B/s, MB/s, GB/s, GiB/s, Mb/s, Gb/s",
         "example": '"25 GB/s"',
@@ -67,6 +69,7 @@ KINDS = {
     "time": {
         "dim": "[time]",
         "base": "second",
+        "symbol": "s",
         "zh": "时间",
         "units": "s, ms, us, ns, min, h",
         "example": '"400 ms"',
@@ -83,7 +86,7 @@ _DIM_NAMES_ZH = {
 
 def _describe_dim(q) -> str:
     key = str(q.dimensionality)
-    return _DIM_NAMES_ZH.get(key, key)
+    return _DIM_NAMES_ZH.get(key) or f"单位为 {q.units:~} 的量"
 
 
 def _where(func: str, arg: str) -> str:
@@ -132,7 +135,7 @@ def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quant
     """
     spec = KINDS[kind]
     where = _where(func, arg)
-    accepted = f"可用单位：{spec['units']}；也可给纯数字，按 {spec['base']} 理解。例如 {spec['example']}"
+    accepted = f"可用单位：{spec['units']}；也可给纯数字，按 {spec['symbol']} 理解。例如 {spec['example']}"
     if isinstance(value, bool) or value is None:
         raise ValueError(f"{where} 需要{spec['zh']}，收到 {value!r}。{accepted}")
     if isinstance(value, pint.Quantity):
@@ -167,7 +170,7 @@ def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quant
         raise ValueError(f"{where} 需要{spec['zh']}，收到 {type(value).__name__} 类型的 {value!r}。{accepted}")
     if not q.check(spec["dim"]):
         raise ValueError(
-            f"{where} 需要{spec['zh']}（{spec['dim']}），收到 {value!r}，它是{_describe_dim(q)}。{accepted}"
+            f"{where} 需要{spec['zh']}，收到 {value!r}，它是{_describe_dim(q)}。{accepted}"
         )
     mag = q.to(spec["base"]).magnitude
     if isinstance(mag, complex) or not math.isfinite(mag):

@@ -74,7 +74,7 @@ class Question:
     id: str            # "ring.ex1_send": module, then the question
     chapter: str       # docname of the page it belongs to ("ring-allreduce", "exercises")
     source: str        # where the book asks it ("练习 1", "检查自己 2", "NB02 第 A 部分")
-    answer: str        # the answer variable, as in the notebooks ("send_per_rank_GB")
+    answer: str        # the answer variable, as in the notebooks ("ex1_send_per_rank_GB")
     kind: str | None   # None: from the name's suffix; "fraction", "number" or "int"
     params: tuple      # of Param, in drawing order
     builder: str       # the JS twin's builder name

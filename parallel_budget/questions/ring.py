@@ -20,12 +20,12 @@ def _ring(ranks, grad, bw):
 
 
 def _exercise(n, which, ranks, grad, bw, source):
-    what = ("每个 rank 发送多少数据？（变量 send_per_rank_GB）" if which == "send"
-            else "传输时间的下界是多少？（变量 lower_bound_ms）")
-    return make(f"ring.ex{n}_{which}", "exercises", source,
-                "send_per_rank_GB" if which == "send" else "lower_bound_ms",
+    # each exercise has its own names (NB02 parts A and B): no part passes on another part's values
+    answer = f"ex{n}_send_per_rank_GB" if which == "send" else f"ex{n}_lower_bound_ms"
+    what = "每个 rank 发送多少数据？" if which == "send" else "传输时间的下界是多少？"
+    return make(f"ring.ex{n}_{which}", "exercises", source, answer,
                 "ring_send" if which == "send" else "ring_bound", _ring(ranks, grad, bw),
-                "{ranks} 个 rank，每个 rank 有 {grad} 梯度，单向有效带宽 {bw}。" + ASSUME + what,
+                "{ranks} 个 rank，每个 rank 有 {grad} 梯度，单向有效带宽 {bw}。" + ASSUME + what + f"（变量 {answer}）",
                 SEND if which == "send" else BOUND)
 
 

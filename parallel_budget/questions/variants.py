@@ -9,10 +9,20 @@ scenario are::
     seed = 1 + int.from_bytes(sha256(key as UTF-8)[:8], "big") % SEED_MAX      # 1 .. 999 999, never 0
 
 and every question of the scenario draws its parameters with the bank's own
-generator, ``Question.generate(seed)`` (mulberry32, :mod:`.core`).  Should the
-model ever refuse a draw (none of today's bank does: ``tests/test_questions.py``
-tries 3000 seeds of every question), the next seed ``seed % SEED_MAX + 1`` is
-used, until every question of the scenario accepts its numbers.  A
+generator, ``Question.generate(seed)`` (mulberry32, :mod:`.core`).  A draw is
+*rejected*, and the next seed ``seed % SEED_MAX + 1`` is used, until every
+question of the scenario accepts its numbers, when
+
+* the model refuses the numbers (none of today's bank does:
+  ``tests/test_questions.py`` tries 3000 seeds of every question), or
+* any of the scenario's expected answers is the book's (:func:`near_book`):
+  within the question's tolerance of the book's answer to the same question
+  (seed 0, the numbers the book and the committed ``solutions/`` print) or of
+  one of the book's named slips (the book's bits-for-bytes value ...), or, for
+  an integer answer, equal to the book's.  So the public answers never score
+  on a varied cell, and a student's own right answer is never a book value.
+
+A
 parameter name that an earlier question of the scenario already drew keeps
 that value, so the questions of one scenario agree (``act`` of NB03 part B is
 one value for ``peak_GB`` and ``smallest_stage``).  The student id is the
@@ -22,7 +32,10 @@ take.  The same id gives the same numbers on any machine, always: nothing but
 SHA-256 and the bank's generator is involved (never Python's ``hash()``).
 
 Expected answers come from the bank (``Question.expected``), never from
-numbers typed anywhere else.  Questions not listed here (choices, the
+numbers typed anywhere else.  A student's expected value of a numeric question
+(:func:`expected`) also names the book's answer as a slip (``book_numbers``:
+"this is the answer for the book's numbers"), so the practice self-check and
+the feedback tell a student who answered with the prose's numbers what happened.  Questions not listed here (choices, the
 checkpoint function, NB02 part A whose manual explanation compares with the
 chapter's four-card example, NB05 part A's log) keep the book's numbers.
 
@@ -35,6 +48,7 @@ submission folder's id (:mod:`parallel_budget.grading.personal`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -116,17 +130,19 @@ def _params(course: str, assignment: str, notebook: str, student: str) -> tuple:
     out = {}
     for scenario in SCENARIOS.get(notebook, ()):
         s = seed(course, assignment, notebook, student, scenario.lead)
-        for _ in range(100):
+        for _ in range(1000):  # at most 9 seeds in 3000 ids today (tests/test_variants.py)
             mine = _draw(bank, scenario, s)
             if mine is not None:
                 break
-            s = s % SEED_MAX + 1  # the model refused these numbers: the next seed
+            s = s % SEED_MAX + 1  # rejected (refused by the model, or the book's answer): the next seed
+        else:
+            raise ValueError(f"{notebook}：{scenario.lead} 连续 1000 个种子都被拒绝，题库的选项太少")
         out.update(mine)
     return tuple(out.items())
 
 
 def _draw(bank, scenario: Scenario, s: int) -> dict | None:
-    """{question id: frozen params} of one scenario at seed ``s``; None when a question cannot use them."""
+    """{question id: frozen params} of one scenario at seed ``s``; None when the draw is rejected (module docstring)."""
     drawn: dict = {}
     out = {}
     for _, qid in scenario.tests:
@@ -135,10 +151,39 @@ def _draw(bank, scenario: Scenario, s: int) -> dict | None:
             drawn.setdefault(name, value)
         out[qid] = tuple((p.name, _freeze(drawn[p.name])) for p in q.params)
         try:
-            _expected(qid, out[qid])
+            mine = _expected(qid, out[qid])
         except ValueError:
             return None
+        if near_book(qid, mine):
+            return None
     return out
+
+
+@lru_cache(maxsize=256)
+def book(qid: str):
+    """The book's expected answer to question ``qid``: its numbers, seed 0."""
+    q = _bank()[qid]
+    return q.expected(q.generate(0))
+
+
+def _same_kind(a, b) -> bool:
+    return hasattr(a, "units") == hasattr(b, "units") and (
+        not hasattr(a, "units") or a.dimensionality == b.dimensionality)
+
+
+def near_book(qid: str, mine) -> bool:
+    """Would the book's answer to ``qid``, or one of the book's named slips, pass as the answer ``mine`` expects?"""
+    ours = book(qid)
+    if _bank()[qid].kind == "int":
+        return mine == ours
+    public = [ours.value] + [value for _, value in ours.mistakes]
+    return any(_same_kind(mine.value, v) and mine.matches(v) for v in public)
+
+
+def is_book_answer(qid: str, answer) -> bool:
+    """Is a student's answer (a Quantity or a float) the book's right answer to ``qid``?"""
+    ours = book(qid)
+    return _bank()[qid].kind != "int" and _same_kind(ours.value, answer) and ours.matches(answer)
 
 
 def _freeze(v):
@@ -158,9 +203,15 @@ def _expected(qid: str, frozen: tuple):
 
 
 def expected(course: str, assignment: str, notebook: str, student: str, qid: str):
-    """What the grader expects of this student for question ``qid`` (an ``Expected``, or an int/None)."""
+    """What the grader expects of this student for question ``qid`` (an ``Expected``, or an int/None).
+
+    A numeric answer's slips include the book's answer (``book_numbers``): the prose's numbers used instead.
+    """
     frozen = dict(_params(course, assignment, notebook, student))[qid]
-    return _expected(qid, frozen)
+    mine = _expected(qid, frozen)
+    if _bank()[qid].kind == "int":
+        return mine
+    return dataclasses.replace(mine, mistakes=(*mine.mistakes, ("book_numbers", book(qid).value)))
 
 
 def prompts(course: str, assignment: str, notebook: str, student: str, prompt_cell: str) -> list[str]:
