@@ -6,7 +6,7 @@
 'use strict';
 const M = root.PBModel || require('./model.js');
 const P = root.PBPlan || require('./plan.js');
-const { esc, fmtAuto, pct, trim } = M;
+const { esc, fmtAuto, fmtCount, pct, trim } = M;
 const { FIELDS, PRESETS, SPLIT, tfmt: T } = P;
 const EXPORT_KEY = 'pb-plan-builder-v1';
 const B = (x) => fmtAuto(x, 'B');
@@ -134,7 +134,7 @@ function formHtml() {
 function numbers(r) {
   const o = r.out, m = o.memory, p = r.split;
   return [`DP=${p[0]}、TP=${p[1]}、PP=${p[2]}、ZeRO-${p[3]}，微批次 ${p[4]} × ${o.microbatches}`,
-    `参数量 ${trim(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时缓冲 ${B(m.gather)}，重算工作区 ${B(m.working)}）`,
+    `参数量 ${fmtCount(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时缓冲 ${B(m.gather)}，重算工作区 ${B(m.working)}）`,
     `步时 ${T(o.step)}：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}；${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s，效率 ${pct(o.efficiency)}`
       + (o.mfu !== null ? `，MFU ${pct(o.mfu)}，HFU ${pct(o.hfu)}` : ''),
     ...o.comm.map((c) => `${c[0]}（${c[1]}，${c[3]} 卡，${LINK[c[4]]}）：每卡每步 ${B(c[6])}，${c[5]} 次，${T(c[8])}，暴露 ${T(c[9])}`)];
