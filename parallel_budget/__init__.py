@@ -37,7 +37,7 @@ from .model.scaling import PlanScaling, plan_scaling
 from .model.protocol import CollectiveCheck, check_collectives
 from .model.recovery import ResumePoint, resume_point
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
-from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
+from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_auto, fmt_count, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
@@ -79,6 +79,8 @@ __all__ = [
     "check_collectives",
     "data_parallel_update",
     "fmt",
+    "fmt_auto",
+    "fmt_count",
     "fmt_percent",
     "parse",
     "pipeline_bubble",
