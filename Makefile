@@ -13,7 +13,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test setup clean grade
 
-$(VENV)/.installed: requirements.txt pyproject.toml scripts/setup.sh scripts/jupyterlab-overrides.json \
+$(VENV)/.installed: requirements.txt pyproject.toml package-lock.json scripts/setup.sh scripts/jupyterlab-overrides.json \
 		parallel_budget/grading/jupyter_config/labconfig/page_config.json scripts/jupyter-server-config.json \
 		$(wildcard scripts/labextension/*/package.json scripts/labextension/*/static/*.js)
 	VENV=$(VENV) bash scripts/setup.sh

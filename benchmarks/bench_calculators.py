@@ -7,7 +7,7 @@ answer read, checked against the expected value and its mistakes, feedback and
 progress written), and the total size of the JavaScript and CSS the site ships for
 the calculators, the practice boxes and the plan builder (minified at build time,
 parallel_budget/book/minified.py; the readable sources' size beside it).  Targets:
-max <= 16 ms (one frame), and shipped JS + CSS <= 60 KB (60 000 bytes, plan.js included).
+max <= 16 ms (one frame), and shipped JS + CSS within minified.BUDGET (96 000 bytes, plan builder included).
 It prints figures; it asserts nothing.
 
 Each event runs in its own task (as typed keys do): it sets a field's value,
@@ -37,7 +37,8 @@ ASSETS = ROOT / "book" / "_static" / "calc"
 # (calculator, field, values cycled through); the last pipeline entry is the
 # largest chart the form allows (16 stages x 64 microbatches).
 EVENTS = [
-    ("ring", "grad", ["2", "4", "1.5", "350"]),
+    ("ring", "grad", ["2", "4", "1.5", "350", "0.5 TB"]),
+    ("ring", "bandwidth", ["25", "25 Gb/s", "100 GB/s", "1e-300"]),
     ("ring", "bw_unit", ["Gb/s", "GB/s"]),
     ("ring", "overlap", ["0", "0.5", "1"]),
     ("update", "grads", ["2, 6", "1 2 3 4 5 6 7 8", "-1, 3, 5"]),
@@ -137,8 +138,10 @@ def main(argv=None) -> int:
     sizes = asset_bytes(site)
     readable = sum(p.stat().st_size for p in ASSETS.iterdir() if p.suffix in (".js", ".css"))
     print("shipped calculator assets:", ", ".join(f"{k} {v} B" for k, v in sizes.items()))
+    from parallel_budget.book.minified import BUDGET
+
     print(f"total JS + CSS shipped (calculators, practice and plan builder, minified): {sum(sizes.values())} B "
-          f"(budget 60000 B; readable sources {readable} B)")
+          f"(budget {BUDGET} B; readable sources {readable} B)")
     with serve(site) as url, sync_playwright() as p:
         browser = launch(p)
         try:

@@ -6,7 +6,7 @@ in-page calculators, the grader and the labs comes from these functions.
 Subpackages, one concern each (a module per concept inside):
 
 * :mod:`.model`    the quantitative model: units, update, communication, steptime,
-                   memory, parallelism, protocol.  Every formula lives here; the
+                   memory, parallelism, pipeline, protocol.  Every formula lives here; the
                    public names are re-exported below (``pb.ring_allreduce``).
 * :mod:`.book`     book-side code: page helpers, figures, ipywidgets panels, the
                    calculators' Python side and their shared test vectors, the
@@ -29,13 +29,15 @@ from .model.parallelism import (
     pipeline_schedule,
     tp_allreduce,
 )
+from .model.pipeline import PipelineAction, PipelineTimeline, pipeline_timeline
 from .model.plan import SHAPES, Collective, PlanBudget, PlanMemory, plan_budget
 from .model.plansearch import PlanSearch, search_plans
 from .model.presets import CLUSTERS, MODELS, preset
 from .model.scaling import PlanScaling, plan_scaling
 from .model.protocol import CollectiveCheck, check_collectives
+from .model.recovery import ResumePoint, resume_point
 from .model.steptime import BACKWARD_SHARE, StepTime, StragglerWait, step_time, straggler_wait
-from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_percent, parse, ureg
+from .model.units import Q_, as_bandwidth, as_bytes, as_params, as_time, fmt, fmt_auto, fmt_count, fmt_percent, parse, ureg
 from .model.update import DataParallelUpdate, data_parallel_update
 
 __version__ = "0.1.0"
@@ -49,13 +51,16 @@ __all__ = [
     "DataParallelUpdate",
     "MODELS",
     "PipelineBubble",
+    "PipelineAction",
     "PipelineInFlight",
     "PipelineSchedule",
+    "PipelineTimeline",
     "PlanBudget",
     "PlanMemory",
     "PlanScaling",
     "PlanSearch",
     "Q_",
+    "ResumePoint",
     "RingAllReduce",
     "RingTransfer",
     "SHAPES",
@@ -74,15 +79,19 @@ __all__ = [
     "check_collectives",
     "data_parallel_update",
     "fmt",
+    "fmt_auto",
+    "fmt_count",
     "fmt_percent",
     "parse",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
     "pipeline_in_flight",
     "pipeline_schedule",
+    "pipeline_timeline",
     "plan_budget",
     "plan_scaling",
     "preset",
+    "resume_point",
     "ring_allreduce",
     "ring_schedule",
     "ring_send_factor",

@@ -14,6 +14,7 @@ command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)  # the grading sandbox (p
 if [ "${PB_WITH_BROWSER:-1}" = 1 ]; then
   [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
   command -v node >/dev/null || need_pkgs+=(nodejs)  # node --test for the JS calculators
+  command -v npm >/dev/null || need_pkgs+=(npm)  # installs axe-core (package-lock.json) for the browser tests
 fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -79,4 +80,14 @@ PY
 # scrolls to it once jupyterlab-myst has rendered it (scripts/labextension/parallel-budget-anchors).
 rm -rf "$VENV/share/jupyter/labextensions/parallel-budget-anchors"
 cp -r scripts/labextension/parallel-budget-anchors "$VENV/share/jupyter/labextensions/"
+# Node packages of the tests (axe-core, the accessibility engine the browser tests inject), pinned in
+# package.json and locked in package-lock.json; installed once here, so the tests never fetch anything.
+if [ "${PB_WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null; then
+  want=$(node -p 'require("./package-lock.json").packages["node_modules/axe-core"].version')
+  have=$(node -p 'try { require("./node_modules/axe-core/package.json").version } catch (e) { "" }')
+  if [ "$want" != "$have" ]; then
+    echo "setup: installing node packages from package-lock.json (axe-core $want)"
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+fi
 touch "$VENV/.installed"

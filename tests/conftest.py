@@ -107,6 +107,7 @@ HEAVY = (
     "test_instructor.py",  # ~85 s
     "test_grading_hostile.py",  # ~70 s
     "test_grading_isolation.py",  # ~65 s
+    "test_site_walk.py",  # ~100 s: every page at two widths in two colour schemes, axe-core on each
     "test_browser.py",
     "test_questions.py",
     "test_practice_site.py",

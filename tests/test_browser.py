@@ -349,3 +349,52 @@ def test_calculators_work_from_a_file_url(disk_tab):
     assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 GB/s").lower_bound)
     fill(page, "ring", bw_unit="Gb/s")
     assert out(page, "ring", "lower_bound") == pb.fmt(pb.ring_allreduce(4, "2 GB", "25 Gb/s").lower_bound)
+
+
+def test_quantity_fields_take_what_people_type(tab):
+    """Does a value with its unit work in any quantity field ("25 Gb/s", "0.5 TB", "1.2 s"), read as the package reads it?"""
+    page = tab.open(CALC)
+    fill(page, "ring", bandwidth="25 Gb/s")
+    assert page.input_value("#pb-ring-bw_unit") == "GB/s"  # the typed unit wins over the select
+    assert out(page, "ring", "lower_bound") == pb.fmt_auto(pb.ring_allreduce(4, "2 GB", "25 Gb/s").lower_bound) == "960 ms"
+    assert "按你写的 25\u00a0Gb/s 计算" in page.locator("#pb-ring-bandwidth-hint").inner_text()  # number and unit kept together
+    fill(page, "ring", bandwidth="25", grad="0.5 TB", compute="1.2 s")
+    r = pb.ring_allreduce(4, "0.5 TB", "25 GB/s")
+    assert out(page, "ring", "send_per_rank") == pb.fmt_auto(r.send_per_rank) == "750 GB"
+    assert out(page, "ring", "step") == pb.fmt_auto(pb.step_time("1.2 s", 4, r.lower_bound).step)
+    fill(page, "zero", memory="80 GiB", params="6.738e9")
+    assert out(page, "zero", "fits0") == ("放得下" if pb.zero_table(6.738e9, 4)[0].fits("80 GiB") else "放不下")
+    assert "读作 67.4 亿" in page.locator("#pb-zero-params-hint").inner_text()
+    fill(page, "update", grads="2，6；4")
+    assert out(page, "update", "weights") == ", ".join(f"{w:.6g}" for w in pb.data_parallel_update(1, [2, 6, 4], 0.1).weights)
+
+
+def test_times_are_shown_in_the_unit_their_size_calls_for(tab):
+    """Between 1 s and 100 s a time reads "1.12 s" (never "1.12e+03 ms"), and a zero beside "120 ms" reads "0 ms"?"""
+    page = tab.open(CALC)
+    assert out(page, "ring", "hidden_comm") == "0 ms"
+    fill(page, "ring", compute="4000")
+    step = pb.step_time("4000 ms", 4, "120 ms").step
+    assert out(page, "ring", "step") == pb.fmt_auto(step) == "1.12 s"
+    assert "e+" not in page.locator('.pb-calc[data-calc="ring"] .pb-results').inner_text()
+
+
+@pytest.mark.parametrize("field, typed, words", [
+    ("bandwidth", "1e-300", "带宽小于 1 MB/s，不像真实链路"), ("bandwidth", "200 TB/s", "不像真实链路"),
+    ("bandwidth", "25 gb/s", "GB/s 或 Gb/s"), ("grad", "500 mb", "MB 或 Mb"), ("compute", "3 h", "不像一步训练的计算"),
+])
+def test_implausible_or_ambiguous_quantities_are_refused_with_a_reason(tab, field, typed, words):
+    """Is a bandwidth under 1 MB/s, a 3-hour step or an ambiguous unit refused with a message saying why?"""
+    page = tab.open(CALC)
+    fill(page, "ring", **{field: typed})
+    assert evaluate("ring", {field: typed}) == {"errors": [field]}
+    assert words in page.locator(f'.pb-calc[data-calc="ring"] [data-msg="{field}"]').inner_text()
+
+
+def test_the_timeline_draws_the_single_device_time(tab):
+    """Is the first bar of the ring timeline the one-device compute time (400 ms), as long as the step allows?"""
+    page = tab.open(CALC)
+    first = page.locator('.pb-calc[data-calc="ring"] svg rect').first
+    assert first.locator("title").text_content() == "单卡计算 400 ms"
+    fill(page, "ring", compute="1.2 s")
+    assert first.locator("title").text_content() == "单卡计算 1.2 s"

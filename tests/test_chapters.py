@@ -105,9 +105,9 @@ def test_the_prose_scan_catches_a_typed_result():
 CHAPTER_LABS = {
     "two-rank-update": ["two_rank_update"],
     "ring-allreduce": ["ring_allreduce", "overlap"],
-    "zero-memory": ["zero_state"],
-    "tp-pp": ["tp_pp"],
-    "debugging": ["late_rank", "hang", "checkpoint"],
+    "zero-memory": ["zero_state", "fsdp"],
+    "tp-pp": ["tp_pp", "tensor_parallel", "pipeline_schedule"],
+    "debugging": ["late_rank", "hang", "checkpoint", "restart_drill"],
 }
 
 

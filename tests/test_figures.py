@@ -126,3 +126,26 @@ def test_timeline_colours_hidden_and_exposed_by_role():
     assert figures.PALETTE["hidden"].upper() in colours and figures.PALETTE["exposed"].upper() in colours
     hatched = {to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches if p.get_hatch()}
     assert hatched == {figures.ORANGE.upper()}
+
+
+def test_no_figure_text_is_smaller_than_the_phone_layout_assumes():
+    """Is every text of every figure at least figures.MIN_FONT_PT (the site keeps it >= 11 px on a phone)?"""
+    from matplotlib.text import Text
+
+    for name, (fig, _) in lesson_figures().items():
+        assert fig.dpi == figures.DPI, name
+        sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+        assert sizes and min(sizes) >= figures.MIN_FONT_PT, f"{name}: {min(sizes)} pt"
+
+
+def test_text_on_a_coloured_box_is_black_or_white_by_contrast():
+    """Is the ink on each palette colour the one of black and white with the higher contrast (>= 4.5:1 here)?"""
+    def ratio(a, b):
+        hi, lo = max(a, b), min(a, b)
+        return (hi + 0.05) / (lo + 0.05)
+
+    for colour in figures.PALETTE.values():
+        lum = figures._luminance(colour)
+        on = ratio(lum, 1.0 if figures.ink(colour) == "white" else 0.0)
+        assert on >= 4.5, colour
+    assert figures.ink(figures.SKY) == "black" and figures.ink(figures.BLUE) == "white"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -62,16 +63,30 @@ def test_ring_allreduce_counts_exact_bytes_on_three_ranks(lab):
 
 
 def test_overlap_measures_hidden_and_exposed_comm(lab):
-    """Are compute, comm, step and waiting measured per bucket size and placed against step_time's two ends?"""
+    """Are compute, comm, step and waiting measured per bucket size, on the emulated link and on gloo, and placed
+    against step_time's two ends?"""
+    from parallel_budget.model.communication import ring_allreduce
+
     r = lab("overlap", bucket_caps_mb=(0.25, 25.0), steps=3)
     cfgs = r.facts["configs"]
-    assert [c["cap_mb"] for c in cfgs] == [0.25, 25.0]
-    assert cfgs[0]["buckets"] > cfgs[1]["buckets"] == 1
+    assert [(c["mode"], c["cap_mb"]) for c in cfgs] == [("emulated", 0.25), ("emulated", 25.0), ("gloo", 0.25),
+                                                          ("gloo", 25.0)]
     for c in cfgs:
         assert c["compute"] > 0 and c["comm"] > 0 and c["step"] > 0
         assert c["exposed"] + c["hidden"] >= min(c["comm"], c["exposed"]) - 1e-12
         assert c["predicted_no_overlap"] == pytest.approx(c["compute"] + c["comm"])
         assert c["predicted_full_overlap"] <= c["predicted_no_overlap"]
+    small, huge = cfgs[0], cfgs[1]
+    assert small["buckets"] > huge["buckets"] == 1
+    link = [ring_allreduce(2, f"{b * 4} B", "0.25 GB/s").lower_bound.to("s").magnitude
+            for b in r.return_values[0]["configs"][0]["buckets"]]
+    # The timer never fires early: the buckets alone take at least their serial link time, the last one's wait
+    # at least its own link time, and one huge bucket can hide nothing.
+    assert small["comm"] == pytest.approx(sum(link)) and small["waiting"] >= link[-1] == pytest.approx(small["link_last"])
+    assert small["exposed"] >= small["link_last"] - 1e-9  # the last bucket enters the link when backward has ended
+    assert small["step"] == pytest.approx(small["compute"] + small["exposed"]) and huge["hidden"] == 0
+    assert huge["predicted_hidden"] == pytest.approx(0, abs=1e-9)
+    assert sum(1 for row in r.rows if "└" in row.item) == 4  # hidden and last-bucket rows, per emulated config
 
 
 def test_zero_state_matches_zero1_prediction_to_the_byte(lab):
@@ -145,37 +160,106 @@ def test_flight_recorder_names_exist_in_the_pinned_torch():
         assert f'"{name}"' in source or name.encode() in lib, name
 
 
-def test_checkpoint_refuses_mixed_steps_and_resumes(lab):
-    """Does the loader refuse mixed steps and resume from the newest complete step to the same result?"""
-    r = lab("checkpoint", steps=5, crash_step=4)
+def test_checkpoint_crash_mid_save_resumes_from_committed_metadata_on_fewer_ranks(lab):
+    """Does a rank dying mid-save leave its shard but no metadata, DCP refuse that step, and the job resume on
+    2 of 4 ranks from the newest committed checkpoint to the uninterrupted weights?"""
+    r = lab("checkpoint", steps=4, crash_step=3)
     f = r.facts
-    assert f["naive"] == {"0": 4, "1": 3}
-    assert "rank 0 是第 4 步" in f["refused"] and "rank 1 是第 3 步" in f["refused"]
-    assert f["resume"] == 3
-    assert f["restored_diff"] == 0 and f["final_diff"] == 0
+    assert [n for n in f["crashed"]["files"] if n.endswith(".distcp")] == [f"__{k}_0.distcp" for k in range(4)]
+    assert ".metadata" not in f["crashed"]["files"] and not f["crashed"]["complete"]
+    assert all(f["failures"])  # every survivor's dcp.save failed
+    assert "CheckpointException" in f["refused"]
+    assert f["resume"] == f["loaded_step"] == 2 and f["skipped"][0][0] == 3
+    assert f["new_world"] == 2 and f["held"] == [f["predicted_held"]] * 2
+    assert f["restored_diff"] == 0 and f["final_diff"] <= 1e-12
+    assert all(row.ok for row in r.rows)
 
 
-def test_checkpoint_loader_functions(tmp_path):
-    """Do scan/latest_complete_step ignore .tmp files and check_same_step name the ranks?"""
+def test_dcp_completeness_is_read_from_dcp_metadata(tmp_path):
+    """Does dcpcheck call a checkpoint complete only when DCP's .metadata is committed and everything it points to is
+    there, and pick the newest such step?"""
     import torch
+    import torch.distributed.checkpoint as dcp
 
-    from parallel_budget.labs.checkpoint import (
-        MixedCheckpointError, check_same_step, latest_complete_step, load_shard, save_shard,
-    )
+    from parallel_budget.labs.dcpcheck import inspect, latest_complete, step_dir
 
-    for step in (1, 2):
-        for rank in (0, 1):
-            save_shard(tmp_path, step, rank, 2, torch.ones(2) * step, crash=(step == 2 and rank == 1))
-    assert (tmp_path / "step-2-rank-1.pt.tmp").exists()
-    assert latest_complete_step(tmp_path, 2) == 1
-    with pytest.raises(MixedCheckpointError, match="rank 1 是第 1 步"):
-        check_same_step({0: 2, 1: 1}, tmp_path, 2)
-    assert check_same_step({0: 1, 1: 1}, tmp_path, 2) == 1
-    assert load_shard(tmp_path, 1, 1, 2).tolist() == [1.0, 1.0]
-    with pytest.raises(MixedCheckpointError, match="缺少 rank 1"):
-        load_shard(tmp_path, 2, 1, 2)
-    with pytest.raises(MixedCheckpointError, match="不符"):
-        load_shard(tmp_path, 1, 1, 4)
+    for s in (1, 2, 3):
+        with warnings.catch_warnings():  # "assuming the intent is to save in a single process": it is
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.save({"w": torch.arange(6.0) * s, "step": torch.tensor(s)}, checkpoint_id=str(step_dir(tmp_path, s)),
+                     no_dist=True)
+    assert inspect(step_dir(tmp_path, 3)).complete and inspect(step_dir(tmp_path, 3)).tensors == 2
+    (step_dir(tmp_path, 3) / ".metadata").unlink()  # the commit never happened
+    shard = next(p for p in step_dir(tmp_path, 2).iterdir() if p.suffix == ".distcp")
+    shard.write_bytes(shard.read_bytes()[:8])  # a shard cut short
+    v3, v2 = inspect(step_dir(tmp_path, 3)), inspect(step_dir(tmp_path, 2))
+    assert not v3.complete and ".metadata" in v3.reason
+    assert not v2.complete and shard.name in v2.reason
+    step, verdict, skipped = latest_complete(tmp_path)
+    assert step == 1 and verdict.complete and [s for s, _ in skipped] == [3, 2]
+    shard.unlink()
+    assert "不存在" in inspect(step_dir(tmp_path, 2)).reason
+
+
+def test_fsdp_counts_zero3_bytes_and_collectives_as_predicted(lab):
+    """Are FSDP2's local shards zero_memory(stage=3)'s bytes, and its collectives the forward all-gather, backward
+    all-gather and reduce-scatter of zero_communication(stage=3), one fewer all-gather without resharding?"""
+    r = lab("fsdp", layers=3)
+    f = r.facts
+    for key in ("param_bytes", "grad_bytes", "moment_bytes"):
+        assert f[key]["measured"] == [f[key]["predicted"]] * 2, key
+    assert [(c["phase"], c["kind"], c["count"]) for c in f["collectives"]] == [
+        ("forward", "all-gather", 3), ("backward", "all-gather", 3), ("backward", "reduce-scatter", 3)]
+    assert all(c["sent"] == pytest.approx(c["predicted_sent"]) for c in f["collectives"])
+    assert f["send_per_rank"]["other_calls"] == 0
+    assert f["held_after_forward"]["measured"] == {"reshard": [0, 0], "keep": [4 * f["params"]] * 2}
+    assert f["grad_diff"] < 1e-5 and f["reshard_diff"] == 0
+    assert all(row.ok for row in r.rows)
+
+
+def test_tensor_parallel_counts_two_allreduces_each_way_and_sp_gather_scatter(lab):
+    """Does CommDebugMode see 2 all-reduces in forward and 2 in backward (TP), or 2 all-gathers + 2 reduce-scatters
+    each way (SP), with tp_allreduce's bytes, and do both equal the unsharded layer?"""
+    r = lab("tensor_parallel", ranks=2)
+    tp, sp = r.facts["runs"]["tp"], r.facts["runs"]["sp"]
+    msg = r.facts["message"]
+    assert tp["comm"] == {"forward": {"all-reduce": [2, 2 * msg]}, "backward": {"all-reduce": [2, 2 * msg]}}
+    for phase in ("forward", "backward"):
+        assert sp["comm"][phase] == {"all-gather": [2, 2 * msg], "reduce-scatter": [2, 2 * msg]}
+    assert tp["sent"] == sp["sent"] == pytest.approx(r.facts["predicted_send"])
+    assert {m.split(".")[-1] for m in tp["modules"]} == {"attn", "mlp"}
+    for run in (tp, sp):
+        assert max(run["out_diff"], run["x_grad_diff"], run["w_grad_diff"]) < 1e-4
+    assert r.facts["norm_grad_placement"].startswith("Partial")
+    assert all(row.ok for row in r.rows)
+
+
+def test_pipeline_schedule_runs_gpipe_and_1f1b_as_predicted(lab):
+    """On 3 stages, does each schedule run the predicted order, hold m (GPipe) or p-i (1F1B) microbatches, keep that
+    many activations, and give the whole model's gradients; is the schedule drawn twice (predicted, measured)?"""
+    r = lab("pipeline_schedule", ranks=3, microbatches=4, forward_ms=5.0, backward_ms=10.0)
+    for key, held in (("gpipe", [4, 4, 4]), ("1f1b", [3, 2, 1])):
+        run = r.facts["runs"][key]
+        assert run["order_ok"] and run["in_flight"] == run["predicted_in_flight"] == held
+        assert run["peak_bytes"] == held[0] * run["bytes_per_microbatch"] > 0
+        assert run["grad_diff"] < 1e-5 and 0 <= run["idle_fraction"] < 1
+    figure = r.report.figure
+    assert figure.count("阶段 2 |") == 4 and "pipeline_timeline" in figure
+    assert "sleep" in r.text()  # the report says what stands for the accelerator's compute
+    assert all(row.ok for row in r.rows if "气泡" not in row.item)
+
+
+def test_restart_drill_under_torchrun(lab):
+    """Do two torchrun agents restart the group after a worker is SIGKILLed, resume from the last complete DCP
+    checkpoint to the uninterrupted weights, and leave no process behind?"""
+    r = lab("restart_drill", timeout=240)
+    f = r.facts
+    assert f["killed"]["step"] == 4 and f["killed"]["attempt"] == 0
+    assert f["resumed_from"] == [2] and f["starts"] == 8
+    assert 1 in f["restart_counts"] and set(f["restart_counts"]) <= {0, 1}
+    assert f["final_diff"] == 0 and f["time_lost"] > 0
+    assert f["agent_codes"] == [0, 0]
+    assert all(row.ok is not False for row in r.rows)
 
 
 def test_every_lab_is_covered():
@@ -202,6 +286,17 @@ def test_every_lab_is_covered():
     ({"name": "tp_pp", "ranks": 3, "hidden": 256}, "hidden"),
     ({"name": "late_rank", "slow_rank": 2}, "slow_rank"),
     ({"name": "checkpoint", "steps": 3, "crash_step": 4}, "crash_step"),
+    ({"name": "checkpoint", "ranks": 3, "width": 32}, "width"),
+    ({"name": "overlap", "bandwidth_gbps": 0}, "bandwidth_gbps"),
+    ({"name": "overlap", "mode": "nccl"}, "mode"),
+    ({"name": "pipeline_schedule", "ranks": 2, "stages": 3}, "stages"),
+    ({"name": "pipeline_schedule", "ranks": 1}, "ranks"),
+    ({"name": "pipeline_schedule", "ranks": 4, "microbatches": 3}, "microbatches"),
+    ({"name": "fsdp", "ranks": 3, "width": 128}, "width"),
+    ({"name": "tensor_parallel", "ranks": 2, "heads": 3}, "heads"),
+    ({"name": "tensor_parallel", "ranks": 2, "seq": 15}, "seq"),
+    ({"name": "restart_drill", "ranks": 2}, "ranks"),
+    ({"name": "restart_drill", "ranks": 1, "steps": 3, "kill_step": 5}, "kill_step"),
 ])
 def test_bad_launch_arguments_name_the_field(kwargs, field):
     """Is a bad argument refused before any process starts, with a Chinese message naming it?"""
@@ -272,6 +367,19 @@ def test_torchrun_runs_a_lab_unchanged(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "实验 6" in proc.stdout and "归因于 rank 1" in proc.stdout
     assert "后端 gloo" in proc.stdout and "torch " in proc.stdout
+
+
+def test_torchrun_runs_the_dcp_checkpoint_lab_and_leaves_no_folder(tmp_path):
+    """Under torchrun (4 plain ranks, one of which leaves mid-save), does rank 0 print the table, and is the
+    checkpoint folder it made under TMPDIR gone afterwards?"""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4",
+         "-m", "parallel_budget.labs.checkpoint", "--steps", "3", "--crash-step", "2"],
+        cwd=tmp_path, env=dict(_env(), TMPDIR=str(tmp_path)), capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "实验 8" in proc.stdout and "第 1 步" in proc.stdout and "✗" not in proc.stdout, proc.stdout
+    assert not list(tmp_path.glob("pb_lab_checkpoint_*"))
 
 
 def test_module_command_line_launches_itself(tmp_path):
@@ -360,3 +468,57 @@ def test_full_width_conversion_survives_a_space_after_the_mark():
     from parallel_budget.labs.report import zh_punct
 
     assert zh_punct("等待, 然后: 完成") == "等待\uff0c然后\uff1a完成"
+
+
+def test_book_build_cache_reuses_a_result_only_for_the_same_package(tmp_path, monkeypatch):
+    """With PB_LAB_CACHE set (the book build), is a successful result reused for the same lab, options and package
+    digest, said so in its headline, and run again when the package or the options change?"""
+    from parallel_budget.labs import cache
+
+    monkeypatch.setenv("PB_LAB_CACHE", str(tmp_path / "cache"))
+    first = run_lab("two_rank_update", log_dir=tmp_path)
+    again = run_lab("two_rank_update", log_dir=tmp_path)
+    assert not first.reused_from and again.reused_from and again.run_id == first.run_id
+    assert [r.cells() for r in again.rows] == [r.cells() for r in first.rows] and "复用" in again.text()
+    from typography import violations
+
+    assert violations(again._headline()) == []  # the site shows this line on every reused lab
+    assert again.environment == first.environment and again._repr_html_().startswith("<div")
+    other = run_lab("two_rank_update", log_dir=tmp_path, lr=0.2)
+    assert not other.reused_from
+    monkeypatch.setattr(cache, "package_digest", lambda: "edited")
+    assert not run_lab("two_rank_update", log_dir=tmp_path).reused_from
+    failed = run_lab("floor", log_dir=tmp_path, fail_rank=1, check=False)
+    assert failed.is_failed() and not list((tmp_path / "cache").glob("floor-*"))
+    monkeypatch.delenv("PB_LAB_CACHE")
+    assert not run_lab("two_rank_update", log_dir=tmp_path).reused_from
+
+
+def test_schedule_drawing_and_collective_payloads():
+    """Is a measured schedule drawn at its time stamps, and is each collective's payload read from the right argument?"""
+    import torch
+
+    from parallel_budget.labs.commcount import payload
+    from parallel_budget.labs.gantt import draw, lane
+
+    assert lane([("F", 0, 0.0, 0.02), ("B", 0, 0.04, 0.08), ("F", 11, 0.08, 0.1)], 0.0, 0.01) == "F0..B0==Fb"
+    assert draw("预测：", {"阶段 0": [("F", 1, 0.0, 0.01)], "阶段 10": []}, 0.0, 0.01).splitlines() == [
+        "预测：", "阶段 0  |F", "阶段 10 |"]
+    t = torch.zeros(6)
+    assert payload("c10d._allgather_base_", (torch.zeros(12), t)) == ("all-gather", 48)
+    assert payload("c10d._reduce_scatter_base_", (torch.zeros(3), t)) == ("reduce-scatter", 24)
+    assert payload("_c10d_functional.all_gather_into_tensor", (t, 4, "g")) == ("all-gather", 96)
+    assert payload("_c10d_functional.all_reduce", (t, "sum", "g")) == ("all-reduce", 24)
+    assert payload("c10d.allreduce_", ([t, t],)) == ("all-reduce", 48)
+
+
+def test_the_issues_bad_inputs_name_the_option_and_its_range():
+    """Three stages on two processes, and a link of bandwidth 0: is each refused naming the option and what it accepts?"""
+    with pytest.raises(ValueError) as info:
+        LaunchConfig(lab="pipeline_schedule", ranks=2, options={"stages": 3})
+    msg = str(info.value)
+    assert "stages=3" in msg and "ranks=2" in msg and "stages=0" in msg and "stages=2" in msg and "ranks=3" in msg
+    with pytest.raises(ValueError) as info:
+        LaunchConfig(lab="overlap", options={"bandwidth_gbps": 0})
+    msg = str(info.value)
+    assert "bandwidth_gbps" in msg and "0.001" in msg and "1000" in msg

@@ -3,7 +3,9 @@
 "Survivors" are processes of the run still alive after ``run_lab`` returned or
 raised.  The 20x stress runs every lab in CI (``CI=true``) or with
 ``PB_LABS_FULL_STRESS=1``, and the two cheapest labs otherwise (the others are
-reported as skipped); ``benchmarks/bench_labs.py --stress 20`` runs it with figures.
+reported as skipped); a lab may lighten its runs (``STRESS_OPTIONS``) or run fewer
+(``STRESS_RUNS``: the torchrun drill runs 3); ``benchmarks/bench_labs.py --stress 20``
+runs it with figures.
 Ranks are forked from the launcher's zygote unless a test says otherwise; the
 last tests hold the zygote to what a plain ``python -m`` rank would be.
 """
@@ -31,7 +33,17 @@ STRESS = 20
 # Every lab 20 times with its default options in CI (CI=true) and on request; a local `make test`
 # runs the two cheapest and reports the rest as skipped.
 FULL = os.environ.get("PB_LABS_FULL_STRESS") == "1" or os.environ.get("CI", "").lower() == "true"
-CHEAP = ("checkpoint", "tp_pp")
+CHEAP = ("tensor_parallel", "tp_pp")
+# The stress is about processes (all end, no port collides), not about the numbers: a lab module may name
+# lighter STRESS_OPTIONS (pipeline_schedule waits on purpose) and fewer STRESS_RUNS (the torchrun drill starts
+# ten Python processes that import torch); benchmarks/bench_labs.py --stress uses the same.
+
+
+def stress_plan(name: str) -> tuple:
+    from parallel_budget.labs.config import lab_module
+
+    module = lab_module(name)
+    return getattr(module, "STRESS_RUNS", STRESS), getattr(module, "STRESS_OPTIONS", {})
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -137,9 +149,9 @@ def test_keyboard_interrupt_cleans_up(tmp_path):
     assert live_processes("interrupt") == [] and no_children_left()
 
 
-def _stress(name, tmp_path, **options):
+def _stress(name, tmp_path, runs=STRESS, **options):
     ports, failures = [], []
-    for i in range(STRESS):
+    for i in range(runs):
         r = run_lab(name, log_dir=tmp_path, run_id=f"{name}-{i}", check=False, **options)
         if r.is_failed():
             failures.append(r.text())
@@ -159,8 +171,25 @@ def _stress(name, tmp_path, **options):
     for n in LABS
 ])
 def test_stress_twenty_runs_in_a_row(name, tmp_path):
-    """Do 20 runs in a row of the lab with its default options all succeed, no port collision, nothing left behind?"""
-    _stress(name, tmp_path)
+    """Do 20 runs in a row of the lab (STRESS_OPTIONS, STRESS_RUNS) all succeed, no port collision, nothing left behind?"""
+    runs, options = stress_plan(name)
+    _stress(name, tmp_path, runs, **options)
+
+
+def test_a_torchrun_drill_cut_by_the_timeout_leaves_nothing(tmp_path):
+    """When the launcher's timeout ends the restart drill (its agents and workers mid-run), does every torchrun
+    agent and worker end too?"""
+    t0 = time.monotonic()
+    with pytest.raises(LabTimeout):
+        run_lab("restart_drill", timeout=20, log_dir=tmp_path, run_id="drill-cut")
+    assert time.monotonic() - t0 < 20 + 3 + 10
+    deadline = time.monotonic() + 15  # the agents' SIGTERM handling stops their workers; bounded
+    while live_processes("drill-cut") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert live_processes("drill-cut") == []
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "pb-drill-" in " ".join(p.info["cmdline"] or ()) and p.status() != psutil.STATUS_ZOMBIE]
+    assert no_children_left()
 
 
 def test_two_labs_at_once(tmp_path):
@@ -186,7 +215,7 @@ def _comparable(r):
 
 @pytest.mark.parametrize("name, options", [
     ("two_rank_update", {}),
-    ("checkpoint", {}),
+    ("tensor_parallel", {}),
     ("floor", {"fail_rank": 1, "stall_rank": 0}),  # rank 1 fails, rank 0 is killed: SIGTERM in both
 ])
 def test_zygote_and_plain_processes_give_the_same_report(name, options, tmp_path):

@@ -10,7 +10,9 @@ from parallel_budget.book import sphinxext
 ASSETS = ROOT / "book" / "_static"
 # The JS + CSS one page loads: 60 000 (issue 14) for every page but the plan builder's, measured at 68.6 kB
 # with its practice box since issue 23 (step timeline, search, three drawings, presets, hints).
-PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 72_000
+# The builder's page with its practice box: 69 412 B on main before issue 26, 73 456 B after it (model.js,
+# calc.css, practice.js and practice.css it shares with the calculators: +4 044 B), so 76 000.
+PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 76_000
 
 
 class FakeApp:
@@ -43,7 +45,7 @@ def test_plan_js_only_on_pages_that_mount_the_builder():
 
 
 def test_every_page_loads_within_its_budget():
-    """Is the JS + CSS a page loads, as the site ships it (minified), within 72 000 bytes for the builder's
+    """Is the JS + CSS a page loads, as the site ships it (minified), within 76 000 bytes for the builder's
     page with its practice box, and 60 000 for the others?"""
     from parallel_budget.book import minified
 

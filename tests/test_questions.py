@@ -211,7 +211,7 @@ def loaded(body: str):
 
 
 def test_practice_assets_and_bank_only_where_mounted_and_within_budget():
-    """Does a page with a practice box get model.js before practice.js, its bank, and stay within 60 000 bytes of JS + CSS?"""
+    """Does a page with a practice box get model.js before practice.js, its bank, and stay within the JS + CSS budget?"""
     files, body = loaded('<div class="pb-practice" data-q="ring.ex1_send"></div>')
     assert files.index("calc/model.js") < files.index("calc/practice.js") and "calc/practice.css" in files
     assert 'id="pb-bank"' in body and "calc/ui.js" not in files
@@ -220,7 +220,7 @@ def test_practice_assets_and_bank_only_where_mounted_and_within_budget():
     from parallel_budget.book import minified
 
     shipped = minified.minified_sizes()  # the site serves the minified twins
-    assert sum(shipped[f.removeprefix("calc/")] for f in files) <= 60_000
+    assert sum(shipped[f.removeprefix("calc/")] for f in files) <= minified.BUDGET
     files, body = loaded('<div class="pb-record"></div><div class="pb-practice-summary"></div>')
     assert "calc/practice.js" in files and '"index"' in body
     files, body = loaded("<p>nothing to practise</p>")

@@ -26,18 +26,22 @@ from ..model.units import as_params, parse
 from ..model.update import REDUCTIONS, data_parallel_update
 
 NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
-LIST_SEP = re.compile(r"[\s,,、;;]+")
+# Between list items: spaces, ASCII and full-width commas and semicolons, the enumeration comma.
+LIST_SEP = re.compile(r"[\s,，、;；]+")
 
 
-def _f(name, kind, default, lo=None, hi=None, *, lo_open=False, options=None, unit=None, optional=False):
-    return {
+def _f(name, kind, default, lo=None, hi=None, *, lo_open=False, options=None, unit=None, optional=False, qty=None):
+    field = {
         "name": name, "kind": kind, "default": default, "min": lo, "max": hi,
         "min_open": lo_open, "options": options, "unit": unit, "optional": optional,
     }
+    return {**field, "qty": qty} if qty else field  # only quantity fields carry "qty" (plan_vectors shares _f)
 
 
-# kind: "int", "num", "list" (numbers separated by commas/spaces), "params", "select".
-# A field with ``unit`` is a number whose unit comes from the select field of that name.
+# kind: "int", "num", "list" (numbers separated by commas/spaces), "params", "select", "qty".
+# A "qty" field is a quantity of kind ``qty`` (units.parse: "25 Gb/s", "0.5 TB", "120 ms"); a bare
+# number is in ``unit``: the value of the select field of that name, or that unit itself ("ms").
+# Its limits are in SI base units (B, B/s, s): beyond them no real link, model or step is meant.
 FIELDS = {
     "update": [
         _f("grads", "list", "2, 6", -1e12, 1e12, options=[2, 8]),  # options: how many ranks
@@ -47,14 +51,14 @@ FIELDS = {
     ],
     "ring": [
         _f("ranks", "int", "4", 1, 100000),
-        _f("grad", "num", "2", 0, 1e6, unit="grad_unit"),
+        _f("grad", "qty", "2", 0, 1e15, unit="grad_unit", qty="bytes"),
         _f("grad_unit", "select", "GB", options=["GB", "GiB", "MB"]),
-        _f("bandwidth", "num", "25", 0, 1e6, lo_open=True, unit="bw_unit"),
+        _f("bandwidth", "qty", "25", 1e6, 1e14, unit="bw_unit", qty="bandwidth"),  # 1 MB/s to 100 TB/s
         _f("bw_unit", "select", "GB/s", options=["GB/s", "Gb/s"]),
-        _f("compute", "num", "400", 0, 1e7, lo_open=True),  # ms on one device
+        _f("compute", "qty", "400", 0, 1e4, lo_open=True, unit="ms", qty="time"),  # on one device
         _f("overlap", "num", "0", 0, 1),
         _f("backward_ratio", "num", "2", 0, 1e3),  # backward / forward time; share = r / (1 + r), 2 -> 2/3
-        _f("last_bucket", "num", "0", 0, 1e7),  # ms, always exposed
+        _f("last_bucket", "qty", "0", 0, 1e4, unit="ms", qty="time"),  # always exposed
     ],
     "zero": [
         _f("params", "params", "1B", 0, 1e15, lo_open=True),
@@ -62,7 +66,7 @@ FIELDS = {
         _f("param_bytes", "num", "2", 0, 64),
         _f("grad_bytes", "num", "2", 0, 64),
         _f("optim_bytes", "num", "12", 0, 64),
-        _f("memory", "num", "80", 0, 1e6, lo_open=True, unit="memory_unit"),
+        _f("memory", "qty", "80", 1e6, 1e15, unit="memory_unit", qty="bytes"),
         _f("memory_unit", "select", "GB", options=["GB", "GiB"]),
     ],
     "pipeline": [
@@ -81,6 +85,7 @@ FIELDS = {
 }
 
 EQUAL_STAGE_MS = 10.0  # stage time used when no per-stage times are given
+SELECTS = {f["name"]: f for fields in FIELDS.values() for f in fields if f["kind"] == "select"}
 
 
 def _in_range(x: float, f: dict) -> bool:
@@ -123,12 +128,25 @@ def _field_value(f: dict, raw: dict):
         except ValueError:
             return None
         return n if _in_range(n, f) else None
+    if kind == "qty":
+        return _quantity(f, text, raw)
     return _number(text, f)
 
 
-def _quantity(values: dict, name: str, unit_field: str, kind: str) -> float:
-    """The package's reading of "<number> <unit>" in SI base units."""
-    return parse(f"{values[name]!r} {values[unit_field]}", kind, arg=name).magnitude
+def _quantity(f: dict, text: str, raw: dict):
+    """A quantity field in SI base units: "25 Gb/s" as typed, or a bare number in the field's unit; None if invalid."""
+    if NUMBER.match(text):
+        unit, select = f["unit"], SELECTS.get(f["unit"])
+        if select is not None:
+            unit = str(raw.get(unit, select["default"])).strip()
+            if unit not in select["options"]:
+                return None
+        text = f"{text} {unit}"
+    try:
+        x = parse(text, f["qty"], arg=f["name"]).magnitude
+    except ValueError:
+        return None
+    return x if _in_range(x, f) else None
 
 
 def _update(v):
@@ -140,11 +158,10 @@ def _update(v):
 
 
 def _ring(v):
-    grad = _quantity(v, "grad", "grad_unit", "bytes")
-    bw = _quantity(v, "bandwidth", "bw_unit", "bandwidth")
+    grad, bw = v["grad"], v["bandwidth"]
     r = ring_allreduce(int(v["ranks"]), grad, bw)
-    s = step_time(v["compute"] / 1000, r.ranks, r.lower_bound, v["overlap"],
-                  v["backward_ratio"] / (1 + v["backward_ratio"]), v["last_bucket"] / 1000)
+    s = step_time(v["compute"], r.ranks, r.lower_bound, v["overlap"],
+                  v["backward_ratio"] / (1 + v["backward_ratio"]), v["last_bucket"])
     return {
         "grad": grad, "bandwidth": bw, "chunk": r.chunk.magnitude, "rounds": r.steps,
         "send_per_rank": r.send_per_rank.magnitude, "recv_per_rank": r.recv_per_rank.magnitude,
@@ -157,7 +174,7 @@ def _ring(v):
 
 
 def _zero(v):
-    memory = _quantity(v, "memory", "memory_unit", "bytes")
+    memory = v["memory"]
     t = zero_table(v["params"], int(v["dp"]), v["param_bytes"], v["grad_bytes"], v["optim_bytes"])
     rows = [
         {

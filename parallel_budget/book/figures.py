@@ -12,7 +12,7 @@ for the figure and fails the book build instead of drawing boxes.
 from __future__ import annotations
 
 from .pages import use_cjk_font
-from ..model.units import fmt, fmt_percent
+from ..model.units import fmt, fmt_count, fmt_percent
 
 # One palette for the whole book (colour-blind safe, Okabe-Ito), shared with the
 # in-page calculators: each colour has one meaning in every figure and in
@@ -34,11 +34,35 @@ CSS_CLASSES = {"pb-c": "compute", "pb-c2": "compute_alt", "pb-h": "hidden", "pb-
                "pb-p": "param", "pb-g": "grad", "pb-o": "optim"}
 
 
+#: Resolution of every figure, and the smallest font any of them uses: 8.5 pt at 110 dpi is 13 px, so a
+#: figure shown at 85 % of its size or more (course.js keeps it so on a phone) has no text under 11 px.
+DPI = 110
+MIN_FONT_PT = 8.5
+
+
+def _luminance(hex_colour: str) -> float:
+    """WCAG relative luminance of ``"#RRGGBB"``."""
+    def channel(c):
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def ink(fill: str) -> str:
+    """The text colour on a box of colour ``fill``: white or black, whichever contrasts more.
+
+    White on the palette's sky blue, orange or green is under 3:1; black on them is over 7:1.
+    """
+    lum = _luminance(fill)
+    return "white" if (1.05 / (lum + 0.05)) >= ((lum + 0.05) / 0.05) else "black"
+
+
 def _new(width, height):
     use_cjk_font()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(width, height), dpi=110, layout="constrained")
+    fig, ax = plt.subplots(figsize=(width, height), dpi=DPI, layout="constrained")
     return fig, ax
 
 
@@ -90,14 +114,14 @@ def ring_rounds_figure(schedule, ring=None):
     phases = [("reduce-scatter", BLUE, "边传边加"), ("all-gather", PURPLE, "只复制，分发结果")]
     per_phase = len(schedule) // 2
     fig, axes = plt.subplots(2, 1, figsize=(1.3 * per_phase + 1.5, 2 * (0.55 * ranks + 0.6) + 0.9),
-                             dpi=110, layout="constrained")
+                             dpi=DPI, layout="constrained")
     for ax, (phase, color, what) in zip(axes, phases):
         rounds = [rnd for rnd in schedule if rnd[0].phase == phase]
         for col, rnd in enumerate(rounds):
             for t in rnd:
                 ax.add_patch(_box(col, t.src, color))
                 ax.text(col + 0.5, t.src + 0.5, f"块 {t.chunk} → {t.dst}", ha="center", va="center",
-                        color="white", fontsize=9.5)
+                        color=ink(color), fontsize=9.5)
         ax.set_xlim(0, per_phase)
         ax.set_ylim(ranks, 0)
         ax.set_xticks([c + 0.5 for c in range(per_phase)], [f"第 {rnd[0].round + 1} 轮" for rnd in rounds])
@@ -149,7 +173,7 @@ def step_timeline_figure(no_overlap, overlap):
             ax.barh(lane, width, left=start, height=h, color=color,
                     hatch=hatch, edgecolor="white" if hatch else None, linewidth=0)
             if width > 0.09 * ms(no_overlap.compute_single):
-                ax.text(start + width / 2, lane, text, ha="center", va="center", color="white", fontsize=9,
+                ax.text(start + width / 2, lane, text, ha="center", va="center", color=ink(color), fontsize=9,
                         bbox={"facecolor": color, "edgecolor": "none", "pad": 1.0} if hatch else None)
         ax.text(ms(total) + 4, y, f"步时 {fmt(total)}", va="center", fontsize=9)
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)])
@@ -203,11 +227,7 @@ def zero_bars_figure(table, device_memory=None):
 
 def _count_zh(n: float) -> str:
     """1e9 -> '10 亿', 3.5e7 -> '3500 万' (a label, not a formula)."""
-    if n >= 1e8:
-        return f"{n / 1e8:.4g} 亿"
-    if n >= 1e4:
-        return f"{n / 1e4:.4g} 万"
-    return f"{n:.4g}"
+    return fmt_count(n, 4)
 
 
 def pipeline_gantt_figure(schedule, title=None):
@@ -221,7 +241,8 @@ def pipeline_gantt_figure(schedule, title=None):
         ax.barh(i, ms(schedule.makespan.to("s").magnitude), color="#F2F2F2", height=0.7)
         for j, start in enumerate(row):
             ax.barh(i, times[i], left=ms(start), height=0.7, color=palette[j % len(palette)], edgecolor="white")
-            ax.text(ms(start) + times[i] / 2, i, str(j + 1), ha="center", va="center", color="white", fontsize=9)
+            ax.text(ms(start) + times[i] / 2, i, str(j + 1), ha="center", va="center",
+                    color=ink(palette[j % len(palette)]), fontsize=9)
     ax.set_ylim(stages - 0.5, -0.5)
     ax.set_yticks(range(stages), [f"阶段 {i + 1}" for i in range(stages)])
     ax.set_xlabel("时间（ms）；方块里的数字是微批次编号，浅灰为空闲")
@@ -244,7 +265,7 @@ def hang_sequence_figure(check):
                 bad = not check.consistent and k >= check.mismatch_at
                 color = PALETTE["error"] if (bad and r in check.diverged) else (PALETTE["exposed"] if bad else PALETTE["hidden"])
                 ax.add_patch(_box(k, r, color))
-                ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color="white", fontsize=9)
+                ax.text(k + 0.5, r + 0.5, seq[k], ha="center", va="center", color=ink(color), fontsize=9)
             elif not check.consistent and k == check.mismatch_at:
                 ax.add_patch(_box(k, r, "white", linestyle="--", linewidth=1.2))
                 ax.patches[-1].set_edgecolor(VERMILION)

@@ -23,7 +23,11 @@ FOLDER = "pb-minified"  # beside the html output: <outdir>/../pb-minified/calc/*
 # Bytes of JS + CSS the site ships for calculators, practice and the plan builder.  Raised from 60 000 by
 # issue 23 (measured: the plan builder's step timeline, best-first search, three SVG drawings, presets and a
 # hint per input made plan.js + planview.js + plan.css 45.9 kB shipped, from 17.7 kB; all assets 86.7 kB).
-BUDGET = 90_000
+# Issue 26 then measured 87 502 B before and 93 219 B after it (+5 717 B: units typed in any calculator field
+# with plausibility limits and the ambiguous-unit rule in model.js +1.6 kB, charts drawn at their shown width
+# and value echoes in ui.js +1.7 kB, try-again, 看解答 and coinciding mistakes in practice.js +1.2 kB,
+# dark-mode colours, 24 px targets and the phone layout in calc.css and practice.css +1.2 kB): 96 000.
+BUDGET = 96_000
 MEDIA = {".js": "application/javascript", ".css": "text/css"}
 
 

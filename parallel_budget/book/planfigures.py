@@ -11,7 +11,7 @@ which ``book/_static/calc/plan.css`` uses for the same classes
 from __future__ import annotations
 
 from ..model.units import Q_, fmt, fmt_percent
-from .figures import PALETTE, _done, _new
+from .figures import MIN_FONT_PT, PALETTE, _done, _new, ink
 from .planlayout import t_
 
 PLAN_PALETTE = {
@@ -57,14 +57,14 @@ def _draw_timeline(ax, layout, scale: float, unit: str) -> None:
     for b in layout["blocks"]:
         w = (b["end"] - b["start"]) * scale
         if b["label"] and w > 0.045 * step:
-            ax.text(b["start"] * scale + w / 2, y[b["lane"]], b["label"], ha="center", va="center", fontsize=8,
-                    color="white", zorder=4)
+            ax.text(b["start"] * scale + w / 2, y[b["lane"]], b["label"], ha="center", va="center", fontsize=MIN_FONT_PT,
+                    color=ink(PLAN_PALETTE[BLOCK[b["kind"]]]), zorder=4)  # black on the light blue
     for mk in layout["marks"]:
         w = (mk["end"] - mk["start"]) * scale
         exposed = mk["kind"] == "exposed"
         if w > 0.12 * step:
             ax.text(mk["start"] * scale + w / 2, y[mk["lane"]] + (0.42 if exposed else 0), mk["title"].split("：")[1],
-                    ha="center", va="bottom" if exposed else "center", fontsize=8)
+                    ha="center", va="bottom" if exposed else "center", fontsize=MIN_FONT_PT)
     ax.set_yticks(range(n), [lane["label"] for lane in reversed(layout["lanes"])])
     ax.set_xlim(0, step * 1.02)
     ax.set_ylim(-0.6, n - 0.4)
@@ -78,7 +78,7 @@ def _legend(fig):
                Patch(color=PLAN_PALETTE["comm"], label="通信"),
                Patch(facecolor=PLAN_PALETTE["exposed"], hatch="//", edgecolor="white", label="暴露的通信"),
                Patch(color=PLAN_PALETTE["idle"], label="等待（气泡）")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=5, frameon=False, fontsize=8.5)
+    fig.legend(handles=handles, loc="outside lower center", ncol=5, frameon=False, fontsize=MIN_FONT_PT)
 
 
 def timelines_figure(panels, unit: str | None = None):
@@ -87,7 +87,7 @@ def timelines_figure(panels, unit: str | None = None):
     unit = unit or ("s" if longest >= 1 else "ms")
     scale = 1.0 if unit == "s" else 1e3
     lanes = [len(layout["lanes"]) for _, layout in panels]
-    fig, axes = _new(7.2, 0.9 + sum(0.32 * n + 0.45 for n in lanes))
+    fig, axes = _new(7.0, 0.9 + sum(0.32 * n + 0.45 for n in lanes))  # <= 7 in: 85 % of it fits the page column
     fig.clear()
     grid = fig.add_gridspec(len(panels), 1, height_ratios=[n + 1.2 for n in lanes])
     first = None
@@ -120,15 +120,15 @@ def memory_figure(layout, title: str = "每卡显存"):
         x += w
     cap = gb(layout["capacity"])
     ax.axvline(cap, color="black", linestyle="--", linewidth=1)
-    ax.text(cap, 0.42, f"显存 {fmt(Q_(layout['capacity'], 'B'))} ", ha="right", va="bottom", fontsize=8.5)
+    ax.text(cap, 0.42, f"显存 {fmt(Q_(layout['capacity'], 'B'))} ", ha="right", va="bottom", fontsize=MIN_FONT_PT)
     verdict = "放得下" if layout["fits"] else "放不下"
     ax.text(x, -0.42, f"共 {fmt(Q_(layout['total'], 'B'))}（{verdict}）", ha="right" if x > cap * 0.6 else "left",
-            va="top", fontsize=8.5)
+            va="top", fontsize=MIN_FONT_PT)
     ax.set_xlim(0, max(x, cap) * 1.05)
     ax.set_ylim(-0.9, 0.9)
     ax.set_yticks([])
     ax.set_xlabel("GB")
-    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=8)
+    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=MIN_FONT_PT)
     ax.set_title(title, fontsize=10, loc="left")
     _clean(ax)
     return _done(fig)
@@ -145,13 +145,13 @@ def scaling_figure(layout, title: str | None = None):
         ax.scatter([x], [p["speedup"]], s=28, color=PALETTE["compute"] if p["fits"] else "white",
                    edgecolor=PALETTE["compute"], zorder=3)
         ax.annotate(fmt_percent(p["efficiency"]), (x, p["speedup"]), textcoords="offset points", xytext=(0, 6),
-                    ha="center", fontsize=8)
+                    ha="center", fontsize=MIN_FONT_PT)
     if by_devices:
         ax.plot(xs, xs, color=PALETTE["exposed"], linestyle="--", linewidth=1, label="理想：卡数倍")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("卡数")
-        ax.legend(frameon=False, fontsize=8.5, loc="upper left")
+        ax.legend(frameon=False, fontsize=MIN_FONT_PT, loc="upper left")
     else:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("跨节点单向带宽，每卡（GB/s）")

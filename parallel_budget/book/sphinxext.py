@@ -37,7 +37,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from . import builddeps, glossary, kernels, labcell, minified, notebooklinks, wheel
+from . import builddeps, glossary, kernels, labcell, minified, notebooklinks, prose, search, wheel
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,9 @@ KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
 # Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.
 PRACTICE = re.compile(r"""class=["']pb-practice""")
 PRACTICE_JS, PRACTICE_CSS = "calc/practice.js", "calc/practice.css"
+# Every page: figures readable on a phone, search excerpts without TeX, search from disk (not deferred:
+# it must patch Sphinx's search before the search page starts it).
+COURSE_JS = "course.js"
 
 def _is_online_script(script) -> bool:
     text = str(getattr(script, "filename", "") or "") + str(getattr(script, "attributes", {}).get("body", ""))
@@ -87,6 +90,12 @@ def _add_tools(app, pagename, templatename, context, doctree):
             app.add_js_file(CALC_JS[0], defer="defer")
         app.add_css_file(PRACTICE_CSS)
         app.add_js_file(PRACTICE_JS, defer="defer")
+
+
+def _plain_home_title(app, pagename, templatename, context, doctree):
+    """The home page's browser title is the book's title once, not "title — title"."""
+    if pagename == app.config.root_doc and context.get("title") == context.get("docstitle"):
+        context["docstitle"] = ""  # basic/layout.html adds " — docstitle" only when there is one
 
 
 def _note_package_dependencies(app, docname, source):
@@ -136,10 +145,14 @@ def setup(app):
     _allow_parallel_reading(app)
     glossary.setup(app)
     notebooklinks.setup(app)
+    prose.setup(app)  # Chinese prose: no stray space at source line breaks, numbers kept with units
+    search.setup(app)  # the course's words, glossary terms and units in the search index
+    app.add_js_file(COURSE_JS)
     app.connect("builder-inited", minified.ship_minified)
     app.connect("build-finished", _ship_wheel)
     app.add_post_transform(wheel.DownloadLinks)
     app.connect("source-read", _note_package_dependencies)
     app.connect("html-page-context", _add_tools)
+    app.connect("html-page-context", _plain_home_title)
     app.connect("html-page-context", _drop_online_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from .calculators import FIELDS, evaluate
-from ..model.units import Q_, as_params, fmt, parse
+from ..model.units import Q_, ambiguous_unit, as_params, fmt, fmt_auto, fmt_count, parse
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "vectors" / "calculators.json"
 
@@ -73,6 +73,31 @@ def _calc_cases():
         ("ring", {"grad_unit": "Gb"}),
         ("ring", {"bw_unit": "GB"}),
         ("ring", {"grad": "2e6"}),
+        # a value with its unit in a quantity field (the unit typed wins over the select)
+        ("ring", {"bandwidth": "25 Gb/s"}),
+        ("ring", {"bandwidth": "25Gbps", "bw_unit": "GB/s"}),
+        ("ring", {"bandwidth": "200 MB/s"}),
+        ("ring", {"bandwidth": "1 MB/s"}),
+        ("ring", {"bandwidth": "0.99 MB/s"}),
+        ("ring", {"bandwidth": "1e-300"}),
+        ("ring", {"bandwidth": "101 TB/s"}),
+        ("ring", {"bandwidth": "25 GB"}),
+        ("ring", {"bandwidth": "25 gb/s"}),
+        ("ring", {"grad": "0.5 TB"}),
+        ("ring", {"grad": "1.5 GiB", "grad_unit": "MB"}),
+        ("ring", {"grad": "16 Gb"}),
+        ("ring", {"grad": "500 mb"}),
+        ("ring", {"grad": "500 mB"}),
+        ("ring", {"grad": "2 kb"}),
+        ("ring", {"grad": "2 PB"}),
+        ("ring", {"grad": "2 s"}),
+        ("ring", {"compute": "1.2 s"}),
+        ("ring", {"compute": "400ms", "last_bucket": "0.03 s", "overlap": "1"}),
+        ("ring", {"compute": "3 h"}),
+        ("ring", {"compute": "0 s"}),
+        ("ring", {"last_bucket": "120 ms"}),
+        ("ring", {"last_bucket": "2 GB"}),
+        ("ring", {"ranks": "64", "grad": "10 GB", "bandwidth": "1 MB/s"}),
         ("zero", {}),
         ("zero", {"params": "7B", "dp": "8"}),
         ("zero", {"params": "1.3e9"}),
@@ -92,6 +117,13 @@ def _calc_cases():
         ("zero", {"optim_bytes": "65"}),
         ("zero", {"memory": "0"}),
         ("zero", {"memory_unit": "TB"}),
+        ("zero", {"memory": "80 GiB"}),
+        ("zero", {"memory": "0.5 TB", "memory_unit": "GiB"}),
+        ("zero", {"memory": "0.5 MB"}),
+        ("zero", {"memory": "80 gb"}),
+        ("update", {"grads": "2，6"}),
+        ("update", {"grads": "1；2；3"}),
+        ("update", {"grads": "1、2, 3;4 5"}),
         ("pipeline", {}),
         ("pipeline", {"stages": "1"}),
         ("pipeline", {"microbatches": "1"}),
@@ -144,11 +176,17 @@ def _calc_cases():
 
 PARSE_TEXTS = {
     "bytes": ["2 GB", "2GB", "1.5 GiB", "350 MB", "1 Gb", "512 KiB", "3 kB", "0 B", "1e3 MB", "4 TB",
-              "2", "", "abc", "2 GB/s", "2 KB", "-2 GB", "2 XB", "1e400 GB"],
+              "2", "", "abc", "2 GB/s", "2 KB", "-2 GB", "2 XB", "1e400 GB",
+              "1006.63 mb", "1006.63 mB", "2 kb", "2kb", "3 gb", "3 tb", "3 pb", "3 Mb", "3 kbit", "2 MiB"],
     "bandwidth": ["25 GB/s", "25 Gb/s", "25 Gbps", "12.5 GB/s", "100 Mb/s", "1 GiB/s", "25", "25 GB",
-                  "25 Gb", "x", "-1 GB/s"],
-    "time": ["400 ms", "0.4 s", "120ms", "1 min", "250 us", "400", "3 GB", "-1 ms", "ms"],
+                  "25 Gb", "x", "-1 GB/s", "25 gb/s", "100 mbps", "8 kb/s", "100 mB/s"],
+    "time": ["400 ms", "0.4 s", "120ms", "1 min", "250 us", "400", "3 GB", "-1 ms", "ms", "2 h"],
 }
+# fmt_auto: every unit of AUTO_UNITS, its boundaries (999.96 ms rounds to 1 s), zero.
+AUTO_VALUES = [(x, "s") for x in (0.0, 1e-9, 5e-5, 0.12, 0.9996, 0.99949, 1.0, 1.06, 120.0, 999.4, 999.96, 3600.0,
+                                   59999.0, 7.2e6, 2e9)]
+AUTO_VALUES += [(x, "B") for x in (0.0, 12.0, 999.0, 1500.0, 5e5, 1.34e8, 999.96e6, 3e9, 2.5e12, 1e15, 3e18)]
+AUTO_VALUES += [(x, "B/s") for x in (1e6, 3.125e9, 25e9, 999.99e9, 1e14)]
 PARAMS_TEXTS = ["7B", "1.3e9", "350M", "1e9", "125k", "2T", "1.5G", " 7B ", "7b", "seven", "", "-5M", "0", "7BB"]
 
 
@@ -159,13 +197,21 @@ def _value(func, *args):
         return {"errors": ["value"]}
 
 
+def _parse_case(text: str, kind: str) -> dict:
+    """units.parse's verdict; for an ambiguous unit also the two readings both messages must name."""
+    case = {"kind": "parse", "input": {"text": text, "as": kind},
+            **_value(lambda t, k: parse(t, k).magnitude, text, kind)}
+    found = ambiguous_unit(text)
+    if found:
+        case["readings"] = list(found[1:])
+    return case
+
+
 def build() -> dict:
     """All cases, in a stable order."""
     cases = [{"kind": k, "input": i, **evaluate(k, i)} for k, i in _calc_cases()]
     for kind, texts in PARSE_TEXTS.items():
-        for t in texts:
-            cases.append({"kind": "parse", "input": {"text": t, "as": kind},
-                          **_value(lambda t, k: parse(t, k).magnitude, t, kind)})
+        cases += [_parse_case(t, kind) for t in texts]
     for t in PARAMS_TEXTS:
         cases.append({"kind": "params", "input": {"text": t}, **_value(as_params, t)})
     fmts = [(3e9, "B", None), (1.2e8, "s", "ms"), (0.12, "s", None), (3.125e9, "B/s", None), (7e9, "B", "GB"),
@@ -174,6 +220,10 @@ def build() -> dict:
     for x, base, unit in fmts:
         cases.append({"kind": "fmt", "input": {"value": x, "base": base, "unit": unit},
                       "text": fmt(Q_(x, base), unit)})
+    for x, base in AUTO_VALUES:
+        cases.append({"kind": "fmt_auto", "input": {"value": x, "base": base}, "text": fmt_auto(Q_(x, base))})
+    for n in (1e9, 6.738e9, 7e10, 3.5e7, 1.25e8, 99999, 512, 0.5, 1e15, 1.3e9, 350e6):
+        cases.append({"kind": "fmt_count", "input": {"value": n}, "text": fmt_count(n)})
     return {
         "about": "Generated by `python -m parallel_budget.book.vectors`; do not edit. Values in B, B/s, s.",
         "fields": FIELDS,

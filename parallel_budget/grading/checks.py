@@ -38,7 +38,7 @@ import os
 import sys
 
 from .answers import AnswerError, describe, read_answer, read_int, unit_of
-from .diagnose import Expected, diagnose, unit_slip
+from .diagnose import Expected, bits_slip, diagnose, unit_slip
 from ..model.units import fmt
 
 RECEIPT = "✔ 检查通过"
@@ -151,7 +151,7 @@ def value(name: str, given, expected: Expected, kind: str | None = None) -> None
         _receipt(f"{name} 的数值正确")
         return
     shown = _shown(q, unit)
-    why = diagnose(expected, q) or unit_slip(name, given, expected)
+    why = bits_slip(given, q, expected) or diagnose(expected, q) or unit_slip(name, given, expected)
     if why:
         _fail(f"{name} = {shown} 不对。\n可能的错误：{why}。")
     _fail(f"{name} = {shown} 不对（容差 {expected.rel_tol:.0%}）。\n请对照公式逐项检查单位和系数。")

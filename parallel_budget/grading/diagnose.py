@@ -12,7 +12,10 @@ formula change moves the answer and its mistakes together.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+
+import pint
 
 from ..model.communication import ring_allreduce, ring_send_factor
 from ..model.memory import zero_communication, zero_memory, zero_table
@@ -36,6 +39,8 @@ MISTAKES = {
     "comm_twice": "通信时间按发送加接收算了两遍",
     "no_split": "单卡计算时间没有除以 R（固定全局 batch 时每卡只算 1/R）",
     "tp_forward_only": "只算了前向的两次 all-reduce；反向传播还有两次，每层一共四次",
+    "tp_half": "结果少了一半：可能只算了前向的两次 all-reduce（反向还有两次，每层一共四次），"
+               "也可能漏掉了 ring 的系数 2（reduce-scatter 和 all-gather 两个阶段）；这两种错误总是得到同一个数",
     "tp_no_ring": "算成了每层 all-reduce 的数据量本身；ring 里每个 rank 要发送 2(t-1)/t 倍",
     "mean_arrival": "用了各 rank 到达时间的平均值；集合通信要等最后一个 rank 到达才能完成",
     "no_comm": "漏掉了通信本身的时间：最后一个 rank 到达之后，all-reduce 还要传完",
@@ -113,6 +118,38 @@ def unit_slip(name: str, given, expected: Expected) -> str | None:
             return (f"这个数按 {alt} 算是对的，但变量名后缀 _{name.rsplit('_', 1)[-1]} 表示纯数字按 {spec[1]} 理解；"
                     f"请写 {right.split()[0]}，或写带单位的字符串 \"{number:g} {alt}\"")
     return None
+
+
+# A unit written in bits: "Mb", "Gb/s", "kbit", "bits" (not "MB", "GiB", "byte").
+_BITS_UNIT = re.compile(r"(?<![A-Za-z])(?:[kMGTP]i?)?(?:b|bits?)(?:/s|ps)?\s*$")
+
+
+def written_in_bits(given) -> bool:
+    """Did the student write a bits unit (``"1006.63 Mb"``, ``Q_(8, "Gbit")``)?  Numbers never are."""
+    from .answers import _genuine_quantity
+
+    if isinstance(given, str):
+        return bool(_BITS_UNIT.search(str.__str__(given)))
+    if isinstance(given, pint.Quantity):
+        try:
+            _, unit = _genuine_quantity(given, "答案")
+        except ValueError:
+            return False
+        return "bit" in unit and "byte" not in unit
+    return False
+
+
+def bits_slip(given, read, expected: Expected) -> str | None:
+    """The bits/bytes slip when a bits unit was written for a bytes answer whose number is right in bytes.
+
+    ``"1006.63 Mb"`` for ``tp_send_per_layer_MB`` (1006.63 MB) reads as 125.8 MB: the student's number is
+    the byte count, their unit says bits.
+    """
+    if not hasattr(expected.value, "units") or not hasattr(read, "units") or not written_in_bits(given):
+        return None
+    if "[information]" not in str(expected.value.dimensionality) or not expected.matches(read * 8):
+        return None
+    return MISTAKES["bits"]
 
 
 def _gib_as_gb(q):
@@ -250,12 +287,12 @@ def tp_send_layer(batch, seq, hidden, tp, bytes_per_elem=2) -> Expected:
     """What each TP rank sends for one layer's all-reduces (Megatron: two forward, two backward)."""
     c = tp_allreduce(batch, seq, hidden, tp, 1, bytes_per_elem)
     s = c.send_per_rank_per_layer
+    # Forward only and a missing ring factor 2 both halve the answer for every t: one named slip, not two.
     return Expected(s, "MB", (
-        ("tp_forward_only", s / 2),
+        ("tp_half", s / 2),
         ("tp_no_ring", c.per_layer),
         ("bits", Q_(s.to("bit").magnitude, "B")),
         ("total", s * c.tp),
-        ("factor2", s / 2),
     ))
 
 

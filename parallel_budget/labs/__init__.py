@@ -1,7 +1,8 @@
 """Optional CPU labs on real ``torch.distributed`` processes.
 
 ``run_lab(name)`` starts the lab's default number of ranks (2; 4 for
-``ring_allreduce``), or ``ranks=N``, as processes (gloo on CPU) running
+``ring_allreduce``, ``checkpoint`` and ``pipeline_schedule``; one driver for
+``restart_drill``, which starts torchrun itself), or ``ranks=N``, as processes (gloo on CPU) running
 ``parallel_budget.labs.<name>`` and returns a :class:`LabResult` whose table puts
 what the package predicts beside what was measured, and names the torch
 version, backend and device.  Logs are deleted after a successful run

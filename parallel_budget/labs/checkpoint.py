@@ -1,233 +1,274 @@
-"""Lab 8: sharded checkpoints -- a crash between shard writes, and a safe resume.
+"""Lab 8: Distributed Checkpoint -- a rank dies mid-save, DCP's metadata says which checkpoint is whole.
 
-Every rank keeps one shard of the training state (its slice of a parameter
-vector, as in ZeRO/FSDP) and after each step writes ``step-<s>-rank-<r>.pt``
-atomically (temporary file, then rename).  At ``crash_step`` rank 0 has written
-its shard when the last rank dies halfway through its write: only a ``.tmp``
-file is left.  On restart:
+``ranks`` processes (default 4) train a small FSDP2 model (:mod:`.dcptrain`) and
+save model and optimizer state after every step with
+``torch.distributed.checkpoint.save``: each rank writes its own shard file,
+then the coordinator commits ``.metadata``.  At ``crash_step`` the last rank
+writes its shard and dies (``os._exit``, as a killed process would: no
+goodbye); the others' save fails, so DCP never commits that step's metadata.
 
-* "every rank takes its own newest file" would mix steps; the loader
-  :func:`load_shard` refuses a mixed set with a message naming ranks and steps;
-* :func:`latest_complete_step` finds the newest step that every shard has, and
-  training resumes from there; the final parameters equal an uninterrupted run.
+The job is restarted on half the ranks (a new process group; 4 -> 2), as after
+losing a node:
 
-The crash and restart are simulated inside the same processes (state is
-discarded and rebuilt from disk), so the lab needs one launch.
+* loading the crashed step with ``dcp.load`` is refused by DCP itself;
+* :func:`.dcpcheck.latest_complete` finds the newest step whose metadata is
+  committed and describes files that are all there;
+* ``dcp.load`` reads it into the smaller job's shards (resharding: each rank
+  now holds 1/2 instead of 1/4, what ``zero_memory(P, 2, 3)`` says), the state
+  equals the one saved, and training resumes to ``steps``;
+* the final parameters equal an uninterrupted run on all ranks (fp64; only the
+  order of floating-point sums differs with the number of ranks).
+
+The crash and the restart happen inside the same launch: the survivors leave
+the broken group and form a new one, which is what a restarted job would do.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from .report import Report, Row, fmt_diff
 from .cli import main
-from .runtime import Option
+from .report import Report, Row, fmt_diff
+from .runtime import Option, quiet_torch_warnings
 
 NAME = "checkpoint"
-TITLE = "实验 8：分片 checkpoint：崩溃留下混合步数，加载器拒绝，并从共同的最新步恢复"
+TITLE = "实验 8：分布式 checkpoint（DCP）：一个 rank 在保存途中死掉，DCP 的元数据说明哪一份是完整的"
+DEFAULT_RANKS = 4
 OPTIONS = {
-    "steps": Option(4, "训练总步数", minimum=2, maximum=100),
-    "crash_step": Option(3, "在这一步写分片时最后一个 rank 崩溃", minimum=2, maximum=100),
+    "steps": Option(4, "训练总步数", minimum=2, maximum=50),
+    "crash_step": Option(3, "在这一步保存时最后一个 rank 死掉", minimum=2, maximum=50),
+    "width": Option(32, "每层宽度（须能被 rank 数整除）", minimum=8, maximum=1024),
+    "layers": Option(2, "层数", minimum=1, maximum=16),
 }
-SHARD = re.compile(r"^step-(\d+)-rank-(\d+)\.pt$")
-
-
-class MixedCheckpointError(RuntimeError):
-    """Shards from different steps would be loaded together."""
-
-
-def shard_path(directory, step: int, rank: int) -> Path:
-    return Path(directory) / f"step-{step}-rank-{rank}.pt"
-
-
-def save_shard(directory, step: int, rank: int, world_size: int, shard, crash: bool = False) -> None:
-    """Write atomically: a crash leaves only ``*.tmp``, never a half-written shard under its real name."""
-    import torch
-
-    final = shard_path(directory, step, rank)
-    tmp = final.with_name(final.name + ".tmp")
-    with open(tmp, "wb") as f:
-        if crash:  # the process dies halfway through the write
-            f.write(b"\x00" * 16)
-            return
-        torch.save({"step": step, "rank": rank, "world_size": world_size, "shard": shard}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-
-
-def scan(directory) -> dict:
-    """{rank: sorted steps with a complete shard}; temporary files are ignored."""
-    found: dict = {}
-    for p in Path(directory).iterdir():
-        m = SHARD.match(p.name)
-        if m:
-            found.setdefault(int(m.group(2)), []).append(int(m.group(1)))
-    return {r: sorted(s) for r, s in found.items()}
-
-
-def latest_complete_step(directory, world_size: int):
-    """The newest step for which all ``world_size`` shards exist, or None."""
-    found = scan(directory)
-    common = None
-    for r in range(world_size):
-        steps = set(found.get(r, ()))
-        common = steps if common is None else common & steps
-    return max(common) if common else None
-
-
-def newest_per_rank(directory, world_size: int) -> dict:
-    """What "each rank loads its own newest file" would pick."""
-    found = scan(directory)
-    return {r: (found[r][-1] if found.get(r) else None) for r in range(world_size)}
-
-
-def check_same_step(chosen: dict, directory, world_size: int) -> int:
-    """Refuse a set of shards from different steps; return the common step."""
-    steps = set(chosen.values())
-    if len(steps) == 1 and None not in steps:
-        return steps.pop()
-    listing = "，".join(f"rank {r} 是第 {s} 步" if s is not None else f"rank {r} 没有分片" for r, s in chosen.items())
-    good = latest_complete_step(directory, world_size)
-    hint = (f"所有分片都齐全的最新一步是第 {good} 步：用 latest_complete_step() 找到它，各 rank 都从这一步恢复。"
-            if good is not None else "没有哪一步的分片是齐全的，只能从头训练。")
-    raise MixedCheckpointError(f"拒绝加载：这些分片来自不同的训练步（{listing}）。混用会让各 rank 的状态互相矛盾。{hint}")
-
-
-def load_shard(directory, step: int, rank: int, world_size: int):
-    """Load rank's shard of ``step`` after checking step, rank and world size recorded in it."""
-    import torch
-
-    path = shard_path(directory, step, rank)
-    if not path.exists():
-        raise MixedCheckpointError(f"第 {step} 步缺少 rank {rank} 的分片（{path.name}），不能从这一步恢复。")
-    data = torch.load(path)
-    if (data["step"], data["rank"], data["world_size"]) != (step, rank, world_size):
-        raise MixedCheckpointError(
-            f"分片 {path.name} 里记录的是第 {data['step']} 步、rank {data['rank']}、{data['world_size']} 个 rank，"
-            f"与要加载的第 {step} 步、rank {rank}、{world_size} 个 rank 不符。"
-        )
-    return data["shard"]
+TOL = 1e-12
+FAILED: tuple = (Exception,)  # worker() adds DCP's CheckpointException, a BaseException
 
 
 def validate(opts, ranks: int) -> None:
     if opts["crash_step"] > opts["steps"]:
         raise ValueError(
-            f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。例如 steps=4，crash_step=3"
+            f"实验 checkpoint 的选项 crash_step={opts['crash_step']} 大于 steps={opts['steps']}。"
+            f"可接受：2 到 steps 之间，例如 steps=4，crash_step=3"
+        )
+    if ranks < 2:
+        raise ValueError("实验 checkpoint 需要 2 到 8 个 rank：一个 rank 死掉后，剩下的要重新组成一个作业。例如 ranks=4")
+    if opts["width"] % ranks:
+        raise ValueError(
+            f"实验 checkpoint 的选项 width={opts['width']} 不能被 ranks={ranks} 整除：FSDP2 要把每层均分给各 rank。"
+            f"可接受：{ranks} 的倍数（8 到 1024），例如 width={ranks * 8}"
         )
 
 
-def _shared_dir(ctx) -> Path:
+def _shared_dir(ctx, name: str) -> Path:
     run_dir = os.environ.get("PB_LAB_RUN_DIR")
     if run_dir:
-        return Path(run_dir) / "checkpoint"
+        return Path(run_dir) / name
     if ctx.rank == 0:  # torchrun: rank 0 picks a fresh folder and tells the others
-        ctx.store.set("checkpoint_dir", tempfile.mkdtemp(prefix="pb_lab_checkpoint_"))
-    ctx.store.wait(["checkpoint_dir"])
-    return Path(ctx.store.get("checkpoint_dir").decode())
+        ctx.store.set(f"{name}_dir", tempfile.mkdtemp(prefix=f"pb_lab_{name}_"))
+    ctx.store.wait([f"{name}_dir"])
+    return Path(ctx.store.get(f"{name}_dir").decode())
+
+
+def _writer(path, on_written=None):
+    """DCP's FileSystemWriter; ``on_written`` runs once this rank's shard is on disk (before the commit)."""
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    class Writer(FileSystemWriter):
+        def write_data(self, plan, planner):
+            fut = super().write_data(plan, planner)
+            if on_written is not None:
+                fut.wait()
+                on_written()
+            return fut
+
+    return Writer(str(path))
+
+
+def quiet_dcp_loader():
+    """While DCP is expected to refuse: its loader logs each missing metadata file with a traceback (root logger)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet():
+        logs = [logging.getLogger(), logging.getLogger("torch.distributed.checkpoint")]
+        old = [log.level for log in logs]
+        for log in logs:
+            log.setLevel(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            for log, level in zip(logs, old):
+                log.setLevel(level)
+
+    return quiet()
+
+
+def _short(exc: BaseException) -> str:
+    """``Type: first line`` without source locations or peer addresses; a CheckpointException shows its first cause."""
+    import re
+
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        rank, (cause, _) = sorted(failures.items())[0]
+        return f"{type(exc).__name__}（rank {rank}：{_short(cause)}）"
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = re.sub(r"\[[^\]]*\.(cc|cpp|h|hpp):\d+\]\s*", "", lines[0] if lines else "")
+    text = re.sub(r"\s*\[?[0-9a-f.:]+\]?:\d+", "", text)
+    text = re.sub(r"'[^']*/([^/']+)'", r"'\1'", text)  # a path: its last part only
+    text = text.split(". ")[0]
+    if len(text) > 110 and "; " in text[:110]:  # whole clauses only
+        text = text[:text[:110].rindex("; ")]
+    return f"{type(exc).__name__}: {text[:110]}"
 
 
 def worker(ctx, opts) -> dict:
-    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed import PrefixStore
+    from torch.distributed.device_mesh import init_device_mesh
 
-    dist, R, rank = ctx.dist, ctx.world_size, ctx.rank
-    steps, crash_step = opts["steps"], opts["crash_step"]
-    bad = R - 1
-    root = _shared_dir(ctx)
-    n = 4 * R  # parameter vector, rank r owns elements r*4 .. r*4+3
+    from . import dcptrain as T
+    from .dcpcheck import inspect, latest_complete, step_dir
 
-    def train_step(shard, step):
-        # Each rank's gradient for its shard depends on data seen by every rank: all-reduce it.
-        g = torch.zeros(n, dtype=torch.float64, device=ctx.device)
-        g[rank * 4:(rank + 1) * 4] = shard
-        dist.all_reduce(g)
-        noise = torch.arange(n, dtype=torch.float64, device=ctx.device) * 0.01 * (rank + 1) * step
-        dist.all_reduce(noise)
-        full = g - 0.1 * (g - noise / R)
-        return full[rank * 4:(rank + 1) * 4].clone()
+    from torch.distributed.checkpoint.api import CheckpointException
 
-    def initial():
-        return torch.arange(rank * 4, (rank + 1) * 4, dtype=torch.float64, device=ctx.device)
+    global FAILED
+    FAILED = (Exception, CheckpointException)
+    quiet_torch_warnings()
+    dist, R, rank, dev = ctx.dist, ctx.world_size, ctx.rank, ctx.device
+    steps, crash, w, L = opts["steps"], opts["crash_step"], opts["width"], opts["layers"]
+    rows = T.global_rows(R)
+    root = _shared_dir(ctx, "checkpoint")
+    # DCP coordinates over gloo (on a GPU node the model's collectives use nccl, whose peers do not notice a death).
+    coord = dist.new_group(backend="gloo") if ctx.backend != "gloo" else None
+    mesh = init_device_mesh(dev.type, (R,))
 
-    # 1. Uninterrupted reference run.
-    ref_dir = root / "reference"
-    run_dir = root / "crashed"
-    if rank == 0:
-        ref_dir.mkdir(parents=True, exist_ok=True)
-        run_dir.mkdir(parents=True, exist_ok=True)
-    dist.barrier()
-    shard = initial()
-    for step in range(1, steps + 1):
-        shard = train_step(shard, step)
-    reference = shard.clone()
+    model, opt = T.build(mesh, w, L, dev)  # 1. the uninterrupted run on all ranks
+    for s in range(1, steps + 1):
+        T.train_step(model, opt, s, rows, w, rank, R, dev)
+    reference = T.full_params(model)
 
-    # 2. The crashing run: the last rank dies while writing its shard of crash_step.
-    shard = initial()
-    saved = {}
-    for step in range(1, crash_step + 1):
-        shard = train_step(shard, step)
-        saved[step] = shard.clone()
-        crash = rank == bad and step == crash_step
-        save_shard(run_dir, step, rank, R, shard, crash=crash)
-        dist.barrier()
-    del shard  # the job is gone; everything below comes from disk
-
-    # 3. Restart: the naive choice is refused, the newest complete step is used.
-    naive = newest_per_rank(run_dir, R)
+    model, opt = T.build(mesh, w, L, dev)  # 2. the same, saving every step; the last rank dies at crash_step
+    saved, failure = {}, ""
+    victim = R - 1
+    for s in range(1, crash + 1):
+        T.train_step(model, opt, s, rows, w, rank, R, dev)
+        saved[s] = T.full_params(model)
+        dying = rank == victim and s == crash
+        hook = (lambda: ctx.exit_early({"role": "victim", "step": crash})) if dying else None
+        try:
+            dcp.save(T.state(model, opt, s), storage_writer=_writer(step_dir(root, s), hook), process_group=coord)
+        except FAILED as exc:  # the group broke under the save: what a survivor sees
+            failure = _short(exc)
+            break
+    dist.destroy_process_group()  # 3. the job is gone; the survivors start a new, smaller one
+    new_world = max(1, R // 2)
+    if rank >= new_world:
+        return {"role": "left", "failure": failure}
+    dist.init_process_group(ctx.backend, store=PrefixStore("restart", ctx.store), rank=rank, world_size=new_world,
+                            timeout=ctx.timeout)
+    mesh = init_device_mesh(dev.type, (new_world,))
+    coord = dist.new_group(backend="gloo") if ctx.backend != "gloo" else None
+    model, opt = T.build(mesh, w, L, dev)
+    crashed = inspect(step_dir(root, crash))
     try:
-        check_same_step(naive, run_dir, R)
+        with quiet_dcp_loader():
+            dcp.load(T.state(model, opt, 0), checkpoint_id=str(step_dir(root, crash)), process_group=coord)
         refused = ""
-    except MixedCheckpointError as exc:
-        refused = str(exc)
-    resume = latest_complete_step(run_dir, R)
-    shard = load_shard(run_dir, resume, rank, R).to(ctx.device)
-    restored_diff = float((shard - saved[resume]).abs().max())
-    for step in range(resume + 1, steps + 1):
-        shard = train_step(shard, step)
-    final_diff = float((shard - reference).abs().max())
-    leftovers = sorted(p.name for p in run_dir.iterdir() if p.name.endswith(".tmp"))
+    except FAILED as exc:  # DCP refuses the uncommitted checkpoint
+        refused = _short(exc)
+    resume, verdict, skipped = latest_complete(root)
+    st = T.state(model, opt, 0)
+    dcp.load(st, checkpoint_id=verdict.path, process_group=coord)
+    loaded_step = T.restore(model, opt, st)
+    restored_diff = T.max_diff(T.full_params(model), saved[resume])
+    held = T.local_bytes(model, opt)
+    for s in range(resume + 1, steps + 1):
+        T.train_step(model, opt, s, rows, w, rank, new_world, dev)
+    final_diff = T.max_diff(T.full_params(model), reference)
+    if rank == 0 and not os.environ.get("PB_LAB_RUN_DIR"):  # torchrun: the temporary folder is ours to remove
+        shutil.rmtree(root, ignore_errors=True)
     return {
-        "naive": {str(k): v for k, v in naive.items()}, "refused": refused, "resume": resume,
-        "restored_diff": restored_diff, "final_diff": final_diff, "tmp_files": leftovers, "dir": str(run_dir),
+        "role": "restarted", "failure": failure, "new_world": new_world,
+        "crashed": {"files": list(crashed.files), "complete": crashed.complete, "reason": crashed.reason},
+        "refused": refused, "resume": resume, "loaded_step": loaded_step,
+        "skipped": [[s, v.reason] for s, v in skipped], "metadata_tensors": verdict.tensors,
+        "storage_files": list(verdict.storage_files),
+        "params": sum(p.numel() for p in model.parameters()), "held": held,
+        "restored_diff": restored_diff, "final_diff": final_diff,
     }
 
 
 def summarize(results, opts, ranks) -> Report:
+    from ..model.memory import zero_memory
+    from ..model.recovery import resume_point
+    from ..model.units import fmt
+
     crash, steps = opts["crash_step"], opts["steps"]
-    naive = results[0]["naive"]
-    refused = results[0]["refused"]
-    resume = results[0]["resume"]
-    restored = max(r["restored_diff"] for r in results)
-    final = max(r["final_diff"] for r in results)
-    mixed = "，".join(f"rank {r}：第 {s} 步" for r, s in naive.items())
-    others = "rank 0" if ranks == 2 else f"rank 0..{ranks - 2}"
-    expect_refuse = ranks > 1
-    rows = (
-        Row("崩溃后磁盘上的分片", (f"{others} 有第 {crash} 步，rank {ranks - 1} 只到第 {crash - 1} 步" if expect_refuse
-                               else f"rank 0 只到第 {crash - 1} 步"),
-            f"各 rank 最新：{mixed}；残留临时文件 {'、'.join(results[0]['tmp_files']) or '无'}",
-            "步数混在一起", None),
-        Row("“各取自己最新的文件”", "加载器拒绝，并指出共同的最新步" if expect_refuse else "只有 1 个 rank，不会混合",
-            refused or "没有拒绝", "拒绝了" if refused else "没有拒绝", bool(refused) == expect_refuse),
-        Row("从哪一步恢复", f"第 {crash - 1} 步（所有分片都有的最新一步）", f"第 {resume} 步",
-            "一致" if resume == crash - 1 else "不一致", resume == crash - 1),
-        Row("恢复出的分片 vs 当时保存的状态", "完全相同", f"最大绝对差 {fmt_diff(restored)}",
-            "一致" if restored == 0 else "不一致", restored == 0),
-        Row(f"恢复后训练到第 {steps} 步 vs 不中断的参考", "完全相同", f"最大绝对差 {fmt_diff(final)}",
-            "一致" if final == 0 else "不一致", final == 0),
-    )
+    back = [r for r in results if r and r.get("role") == "restarted"]
+    r0 = back[0]
+    n = r0["new_world"]
+    files = r0["crashed"]["files"]
+    shards = [f for f in files if f.endswith(".distcp")]
+    ok = len(shards) == ranks and ".metadata" not in files and not r0["crashed"]["complete"]
+    rows = [Row(f"第 {crash} 步的 checkpoint 文件夹（rank {ranks - 1} 写完分片后死掉）",
+                f"{ranks} 个分片文件都在，没有 .metadata（协调者没有提交）", "、".join(files) or "（空）",
+                "一致" if ok else "不一致", ok)]
+    failed = [r.get("failure") for r in results if r and r.get("role") != "victim"]
+    ok = all(failed)
+    rows.append(Row("其余 rank 的 dcp.save", "失败（少了一个 rank，收集不齐各 rank 的写入结果）",
+                    failed[0] if failed and failed[0] else "没有失败", "一致" if ok else "不一致", ok))
+    ok = bool(r0["refused"])
+    rows.append(Row(f"重启后 dcp.load 第 {crash} 步", "DCP 拒绝：没有元数据", r0["refused"] or "没有拒绝",
+                    "拒绝了" if ok else "没有拒绝", ok))
+    # DCP committed the metadata of every step before crash_step; training had finished crash_step
+    point = resume_point({r: range(1, crash) for r in range(ranks)}, reached=crash)
+    want = point.step
+    skipped = "；".join(f"第 {s} 步：{why}" for s, why in r0["skipped"])
+    ok = r0["resume"] == want == r0["loaded_step"]
+    rows.append(Row("按 DCP 元数据找到的最新完整 checkpoint", f"第 {want} 步（resume_point；元数据已提交，所指的分片文件都在）",
+                    f"第 {r0['resume']} 步（读回的 step = {r0['loaded_step']}，元数据描述 {r0['metadata_tensors']} 个张量）；"
+                    + (f"跳过{skipped}" if skipped else "没有跳过"), "一致" if ok else "不一致", ok))
+    P = r0["params"]
+    mem = zero_memory(P, n, 3, param_bytes=8, grad_bytes=8, optim_bytes=16)
+    for key, label, q in (("params", "参数", mem.param_state), ("moments", " Adam 动量", mem.optim_state)):
+        got = [r["held"][key] for r in back]
+        ok = all(g == q.to("B").magnitude for g in got)
+        rows.append(Row(f"在 {n} 个 rank 上加载（重新分片）：每 rank 的{label}",
+                        f"{fmt(q, 'kB', 4)}（zero_memory(P, {n}, 3)，原来 {ranks} 个 rank 时是它的 {n}/{ranks}）",
+                        " / ".join(f"{fmt(_b(g), 'kB', 4)}" for g in got), "一致" if ok else "不一致", ok))
+    restored = max(r["restored_diff"] for r in back)
+    rows.append(Row(f"加载出的参数 vs 第 {want} 步保存时", "完全相同", f"最大绝对差 {fmt_diff(restored)}",
+                    "一致" if restored == 0 else "不一致", restored == 0))
+    final = max(r["final_diff"] for r in back)
+    rows.append(Row(f"在 {n} 个 rank 上续训到第 {steps} 步（重做 {point.lost_steps} 步）vs 不中断的 {ranks} rank 训练",
+                    "相同（只差浮点求和顺序）",
+                    f"最大绝对差 {fmt_diff(final)}", "一致" if final <= TOL else "不一致", final <= TOL))
     notes = (
-        f"{ranks} 个 rank，每个 rank 保存参数的一个分片；第 {crash} 步写分片时 rank {ranks - 1} 崩溃（只留下 .tmp）。",
-        "分片先写临时文件再改名，所以崩溃不会留下“看起来完整”的坏文件；但不同 rank 的最新文件仍可能属于不同的步。",
-        "完整的 checkpoint 要求所有分片属于同一步；恢复时所有 rank 必须一起退回到这一步，再重新训练之后的步。",
-        "分片写在本次运行的日志目录下（checkpoint/crashed）；运行成功后目录会被删除，run_lab(..., keep_logs=True) 可保留。",
+        f"{ranks} 个 rank 用 FSDP2 训练一个 fp64 小模型（P = {P} 个参数），每步之后用 torch.distributed.checkpoint.save "
+        "保存分片的模型与 Adam 状态：每个 rank 写自己的分片文件，全部写完后协调者（rank 0）才提交 .metadata。",
+        f"第 {crash} 步保存时，rank {ranks - 1} 写完自己的分片就退出（os._exit，像被杀掉一样不打招呼）；"
+        "其余 rank 的保存因此失败，这一步的元数据永远不会出现。",
+        f"重启：幸存的前 {n} 个 rank 离开坏掉的进程组，组成一个新的 {n} rank 作业（相当于少了一台机器后重启）。",
+        "完整与否只看 DCP 自己的元数据：.metadata 已提交、它指向的分片文件都在且够长、每个张量的分块拼得回整个张量"
+        "（parallel_budget.labs.dcpcheck）；文件夹名 step-N 只用来排序。",
+        "分片写在本次运行的日志目录下（checkpoint/step-N）；运行成功后目录会被删除，run_lab(..., keep_logs=True) 可保留。",
     )
-    facts = {"naive": naive, "refused": refused, "resume": resume, "restored_diff": restored, "final_diff": final}
-    return Report(TITLE, rows, notes, facts)
+    facts = {k: r0[k] for k in ("refused", "resume", "loaded_step", "skipped", "crashed", "params")}
+    facts.update(restored_diff=restored, final_diff=final, failures=failed, new_world=n,
+                 held=[r["held"] for r in back], predicted_held={"params": mem.param_state.to("B").magnitude,
+                                                                  "moments": mem.optim_state.to("B").magnitude})
+    return Report(TITLE, tuple(rows), notes, facts)
+
+
+def _b(n):
+    from ..model.units import Q_
+
+    return Q_(n, "B")
 
 
 if __name__ == "__main__":

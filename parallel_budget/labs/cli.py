@@ -66,8 +66,8 @@ def main(module, argv=None) -> None:
         # torchrun: rank 0 prints the table the launcher would have shown.
         results = collect_results(ctx.store, ctx.world_size, timeout=ctx.timeout.total_seconds())
         report = module.summarize(results, opts, ctx.world_size)
-        print(render_text(report.title, report.rows, report.notes, extra=environment_line(ctx.environment())),
-              flush=True)
+        print(render_text(report.title, report.rows, report.notes, extra=environment_line(ctx.environment()),
+                          figure=report.figure), flush=True)
     ctx.close()
     sys.stdout.flush()
     sys.exit(status)

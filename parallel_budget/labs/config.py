@@ -23,13 +23,18 @@ LABS = {
     "tp_pp": "列并行/行并行线性层等于完整矩阵乘；两阶段流水线的空闲与气泡公式",
     "late_rank": "一个 rank 晚到：其他 rank 在集合通信里等多久，归因给谁",
     "hang": "四种挂起：跳过、顺序不同、提前退出、数据先用完；检测与修复",
-    "checkpoint": "分片 checkpoint：混合步数被拒绝，从所有分片共有的最新步恢复",
+    "checkpoint": "分布式 checkpoint（DCP）：保存途中死掉一个 rank，元数据没提交的被拒绝，从最新的完整一份在更少的 rank 上恢复",
+    "fsdp": "FSDP2（ZeRO-3）：每 rank 的参数、梯度、Adam 状态字节与每次集合通信的字节，对照 zero_memory 与 zero_communication",
+    "tensor_parallel": "DTensor 张量并行与序列并行：CommDebugMode 数出的集合通信次数与字节，对照 tp_allreduce；结果等于不切分的层",
+    "pipeline_schedule": "torch.distributed.pipelining 的 GPipe 与 1F1B：气泡、每阶段持有的微批次、实际的时间线，对照 pipeline_bubble 与 pipeline_in_flight",
+    "restart_drill": "torchrun 故障演练：两个代理扮演两个节点，杀掉一个 worker，torchrun 重启整组，从最新的完整 DCP checkpoint 继续",
 }
 # The benchmark's floor: two processes that import torch, join a gloo group, exit.
 EXTRA = {"floor": "基准：导入 torch、加入 gloo 进程组、退出"}
 
 MAX_RANKS = 8
 MAX_TIMEOUT = 3600.0
+DEFAULT_TIMEOUT = 60.0
 TAIL_LINES = 15
 
 
@@ -47,7 +52,7 @@ class LaunchConfig:
 
     lab: str
     ranks: int | None = None  # None: the lab's DEFAULT_RANKS (2 unless the lab needs more)
-    timeout: float = 60.0
+    timeout: float | None = None  # None: the lab's DEFAULT_TIMEOUT (60 s unless the lab needs more)
     options: dict = field(default_factory=dict)
     log_dir: Path | None = None
     run_id: str | None = None
@@ -69,6 +74,8 @@ class LaunchConfig:
                 f"LaunchConfig 的字段 ranks 需要 1 到 {MAX_RANKS} 之间的整数（进程数），收到 {r!r}。"
                 f'例如 run_lab("{self.lab}", ranks=2)'
             )
+        if self.timeout is None:
+            object.__setattr__(self, "timeout", float(getattr(module, "DEFAULT_TIMEOUT", DEFAULT_TIMEOUT)))
         for name, upper in (("timeout", MAX_TIMEOUT), ("grace", 60.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not 0 < v <= upper:

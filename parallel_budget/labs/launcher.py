@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from ..model.units import Q_
-from . import zygoteclient
+from . import cache, zygoteclient
 from .config import LABS, TAIL_LINES, LaunchConfig, lab_module
 from .result import LabError, LabResult, LabTimeout
 from .runtime import LEDGER_NS, RESULT_KEY, STORE_PREFIX, TIME_KEY
@@ -240,7 +240,7 @@ def live_processes(run_id: str) -> list:
     return found
 
 
-def run_lab(name: str, ranks: int | None = None, timeout: float = 60.0, *, log_dir=None, run_id=None,
+def run_lab(name: str, ranks: int | None = None, timeout: float | None = None, *, log_dir=None, run_id=None,
             check: bool = True, keep_logs: bool = False, **options) -> LabResult:
     """Run lab ``name`` on ``ranks`` local processes (gloo on CPU) and return the result.
 
@@ -249,7 +249,7 @@ def run_lab(name: str, ranks: int | None = None, timeout: float = 60.0, *, log_d
     a successful run unless ``keep_logs=True``; after a failure they are kept.
 
     ``options`` are the lab's own (see ``parallel_budget.labs.<name>.OPTIONS``).
-    The whole run is bounded by ``timeout`` seconds; on timeout, failure or
+    The whole run is bounded by ``timeout`` seconds (None: the lab's ``DEFAULT_TIMEOUT``, else 60); on timeout, failure or
     KeyboardInterrupt every process is killed.  With ``check=False`` a failed
     run returns its :class:`LabResult` instead of raising :class:`LabError`.
 
@@ -257,4 +257,9 @@ def run_lab(name: str, ranks: int | None = None, timeout: float = 60.0, *, log_d
     """
     cfg = LaunchConfig(lab=name, ranks=ranks, timeout=timeout, options=options, log_dir=log_dir, run_id=run_id,
                        keep_logs=keep_logs)
-    return launch(cfg, check=check)
+    reused = cache.load(cfg)  # only in the book build (PB_LAB_CACHE)
+    if reused is not None:
+        return reused
+    result = launch(cfg, check=check)
+    cache.store(cfg, result)
+    return result

@@ -78,12 +78,13 @@ class Report:
     rows: tuple = ()
     notes: tuple = ()
     facts: dict = field(default_factory=dict)
+    figure: str = ""  # a preformatted block (a schedule drawn in characters), shown after the table
 
     def text(self) -> str:
-        return render_text(self.title, self.rows, self.notes)
+        return render_text(self.title, self.rows, self.notes, figure=self.figure)
 
     def html(self) -> str:
-        return render_html(self.title, self.rows, self.notes)
+        return render_html(self.title, self.rows, self.notes, figure=self.figure)
 
 
 def _width(s: str) -> int:
@@ -94,8 +95,8 @@ def _pad(s: str, width: int) -> str:
     return s + " " * (width - _width(s))
 
 
-def render_text(title: str, rows, notes=(), extra: str = "") -> str:
-    """A plain-text table that lines up Chinese and ASCII in a terminal."""
+def render_text(title: str, rows, notes=(), extra: str = "", figure: str = "") -> str:
+    """A plain-text table that lines up Chinese and ASCII in a terminal (then the figure, then the notes)."""
     title, extra, notes = zh_punct(title), zh_punct(extra), [zh_punct(n) for n in notes]
     lines = [title]
     if extra:
@@ -107,11 +108,13 @@ def render_text(title: str, rows, notes=(), extra: str = "") -> str:
             lines.append("  ".join(_pad(x, w) for x, w in zip(c, widths)).rstrip())
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
+    if figure:
+        lines.append(figure.rstrip("\n"))
     lines.extend(f"· {n}" for n in notes)
     return "\n".join(lines)
 
 
-def render_html(title: str, rows, notes=(), extra: str = "") -> str:
+def render_html(title: str, rows, notes=(), extra: str = "", figure: str = "") -> str:
     """The same table as HTML for a notebook cell (no external CSS or script)."""
     esc = html.escape
     title, extra, notes = zh_punct(title), zh_punct(extra), [zh_punct(n) for n in notes]
@@ -128,6 +131,8 @@ def render_html(title: str, rows, notes=(), extra: str = "") -> str:
                 + f"<td style='color:{colour[r.ok]}'>{esc(c[3])}</td></tr>"
             )
         out.append("</tbody></table>")
+    if figure:
+        out.append(f"<pre class='pb-lab-figure'>{esc(figure.rstrip())}</pre>")
     if notes:
         out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     out.append("</div>")

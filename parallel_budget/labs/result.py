@@ -40,6 +40,7 @@ class LabResult:
     environment: dict = field(default_factory=dict)  # torch version, backend, device (from rank 0)
     logs_kept: bool = True  # False: run_dir was deleted after the successful run
     forked: tuple = ()  # per rank: True if it was forked from the zygote, False if started as python -m
+    reused_from: str = ""  # when the book build's lab cache supplied this result: when it was run (see .cache)
 
     def is_failed(self) -> bool:
         return bool(self.failures) or self.timed_out
@@ -64,6 +65,8 @@ class LabResult:
     def _headline(self) -> str:
         state = "失败" if self.is_failed() else "完成"
         logs = f"日志：{self.run_dir}" if self.logs_kept else "日志已删除（run_lab(..., keep_logs=True) 可保留）"
+        if self.reused_from:
+            logs = f"本书构建时复用了同一份代码此前的一次运行（{self.reused_from}，构建的实验缓存）"
         return (
             f"{self.ranks} 个 rank，{state}，墙钟时间 {fmt(self.wall_time, 's', 3)}；{self.environment_line()}；{logs}"
         )
@@ -71,7 +74,8 @@ class LabResult:
     def text(self) -> str:
         title = self.report.title if self.report else f"实验 {self.lab}"
         notes = self.report.notes if self.report else ()
-        body = render_text(title, self.rows, notes, extra=self._headline())
+        figure = self.report.figure if self.report else ""
+        body = render_text(title, self.rows, notes, extra=self._headline(), figure=figure)
         if self.failures:
             body += "\n" + "\n".join(self.failures.values())
         return body
@@ -79,7 +83,8 @@ class LabResult:
     def _repr_html_(self) -> str:
         title = self.report.title if self.report else f"实验 {self.lab}"
         notes = self.report.notes if self.report else ()
-        return render_html(title, self.rows, notes, extra=self._headline())
+        figure = self.report.figure if self.report else ""
+        return render_html(title, self.rows, notes, extra=self._headline(), figure=figure)
 
     def __str__(self) -> str:
         return self.text()

@@ -65,7 +65,14 @@ PRELOAD = (
     "parallel_budget", "parallel_budget.labs.cli", "parallel_budget.labs.runtime", "parallel_budget.labs.report",
 )
 # Imported before the first fork of one lab only (ZeroRedundancyOptimizer pulls in FSDP and sympy: 1.1 s).
-LAB_PRELOAD = {"parallel_budget.labs.zero_state": ("torch.distributed.optim",)}
+LAB_PRELOAD = {
+    "parallel_budget.labs.zero_state": ("torch.distributed.optim",),
+    "parallel_budget.labs.fsdp": ("torch.distributed.fsdp", "torch.distributed.tensor.debug"),
+    "parallel_budget.labs.tensor_parallel": ("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
+    "parallel_budget.labs.pipeline_schedule": ("torch.distributed.pipelining",),
+    "parallel_budget.labs.checkpoint": ("torch.distributed.fsdp", "torch.distributed.checkpoint",
+                                        "torch.distributed.checkpoint.state_dict"),
+}
 LAB_MODULE = "parallel_budget.labs.{name}"
 CODE = "from parallel_budget.labs import zygote; zygote.main()"
 MAX_MESSAGE = 1 << 20

@@ -16,8 +16,10 @@
 * :mod:`.plan`          a whole DP x TP x PP x ZeRO plan: memory, communication, step timeline
 * :mod:`.plansearch`    every split of a device count, best first
 * :mod:`.scaling`       a plan's speedup and efficiency against device count or bandwidth
+* :mod:`.pipeline`      one pipeline step timed: every forward and backward per stage (a lab draws it)
 * :mod:`.planreport`    the plan's Chinese verdict and assumptions
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
+* :mod:`.recovery`      where a job restarts after a failure: the newest checkpoint every rank has complete
 
 Modules here import only each other (and pint); nothing in this subpackage
 knows about the book, the grader or the labs.  ``parallel_budget`` re-exports

@@ -12,7 +12,7 @@ on the step, the sentence says the missing share is recomputation.
 
 from __future__ import annotations
 
-from .units import Q_, fmt, fmt_percent
+from .units import Q_, fmt, fmt_count, fmt_percent
 
 LINK_ZH = {"intra": "节点内链路", "inter": "跨节点链路"}
 WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡"}
@@ -117,7 +117,7 @@ def assumptions(b) -> tuple:
     ) if x)
     sched = SCHEDULE_ZH[s["schedule"]] + (f"（每 rank {b.virtual_stages} 个虚拟阶段）" if b.virtual_stages > 1 else "")
     return (
-        f"参数量 {b.params:.4g} {shape}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。",
+        f"参数量 {fmt_count(b.params, 4)}，{shape}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。",
         f"激活按 Korthikanti 等（2022）的每层公式（16 位激活，{layer}），不含嵌入与输出 logits。",
         f"流水线调度 {sched}：第一个流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活。",
         "ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。",

@@ -93,13 +93,45 @@ def _where(func: str, arg: str) -> str:
     return f"{func}() 的参数 {arg}" if func else f"参数 {arg}"
 
 
+# Lower-case prefixes of bytes and bits.  pint reads "mb" as millibits and "mB" as millibytes, "kb" is
+# kilobits and "gb" nothing: a reader who writes them means megabytes or megabits, which differ 8x.  So
+# each is refused with its two readings.  model.js's AMBIGUOUS is the same pattern (shared vectors).
+AMBIGUOUS = re.compile(r"(?<![A-Za-zµ])(?!kB)([kmgtp])([bB])(/s|ps)?(?![A-Za-z])")
+_PREFIX_ZH = {"k": "千", "M": "兆", "G": "吉", "T": "太", "P": "拍"}
+
+
+def ambiguous_unit(text: str):
+    """``(unit as written, bytes reading, bits reading)`` of the first ambiguous unit in ``text``, else None.
+
+    ``"1006.63 mb"`` -> ``("mb", "MB", "Mb")``; ``"2 kb/s"`` -> ``("kb/s", "kB/s", "kbit/s")``.
+    """
+    m = AMBIGUOUS.search(text)
+    if not m:
+        return None
+    p = "k" if m.group(1) == "k" else m.group(1).upper()
+    per = "/s" if m.group(3) else ""
+    return m.group(0), f"{p}B{per}", ("kbit" if p == "k" else f"{p}b") + per
+
+
+def ambiguity_message(text: str) -> str | None:
+    """The Chinese sentence that refuses an ambiguous unit in ``text`` (naming both readings), or None."""
+    found = ambiguous_unit(text)
+    if found is None:
+        return None
+    unit, by, bi = found
+    zh, per = _PREFIX_ZH[by[0]], "每秒" if by.endswith("/s") else ""
+    return (f"单位 {unit} 有歧义：可能指 {by}（{zh}字节{per}）或 {bi}（{zh}比特{per}，只有 {by} 的 1/8）；"
+            f"请写 {by} 或 {bi}")
+
+
 def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quantity:
     """Return ``value`` as a Quantity of ``kind`` ('bytes', 'bandwidth', 'time').
 
     Accepts a plain real number (read in the kind's SI base unit), a string with
     a unit, or a Quantity of this registry.  Raises ``ValueError`` with a message
     that names ``arg``, the given value and the accepted units.  Negative values,
-    NaN and infinity are refused.
+    NaN and infinity are refused, and so are lower-case prefixes of bytes and
+    bits (``"mb"``, ``"kb"``, ``"mB"``: :func:`ambiguous_unit`).
     """
     spec = KINDS[kind]
     where = _where(func, arg)
@@ -118,6 +150,9 @@ def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quant
             raise ValueError(f"{where} 是空字符串。{accepted}")
         if not re.match(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
             raise ValueError(f"{where} 应以数字开头，收到 {value!r}。{accepted}")
+        ambiguous = ambiguity_message(text)
+        if ambiguous:
+            raise ValueError(f"{where} 的{ambiguous}（收到 {value!r}）。{accepted}")
         try:
             q = ureg(text)
         except pint.UndefinedUnitError as exc:
@@ -231,7 +266,14 @@ def as_positive(value, *, arg: str, func: str = "", allow_zero: bool = False) ->
 _DEFAULT_UNIT = {
     "[information]": "GB",
     "[information] / [time]": "GB/s",
-    "[time]": "ms",
+}
+# Units fmt_auto picks from, smallest first: the first whose rounded value stays under 1000.  Times
+# therefore show in ms below 1 s ("120 ms", "0 ms") and in s above ("1.06 s", never "1.06e+03 ms").
+# model.js's AUTO is the same table (tests/vectors/calculators.json holds them together).
+AUTO_UNITS = {
+    "[information]": ("B", "kB", "MB", "GB", "TB", "PB"),
+    "[information] / [time]": ("MB/s", "GB/s", "TB/s"),
+    "[time]": ("ms", "s", "min", "h"),
 }
 
 
@@ -249,19 +291,46 @@ def _trim(x: float, digits: int) -> str:
     return s
 
 
+def auto_unit(q, digits: int = 3) -> str:
+    """The unit :func:`fmt_auto` shows ``q`` in: the first of ``AUTO_UNITS`` whose rounded value is under 1000."""
+    units = AUTO_UNITS[str(q.dimensionality)]
+    for unit in units:
+        if abs(float(_trim(float(q.to(unit).magnitude), digits))) < 1000:
+            return unit
+    return units[-1]
+
+
+def fmt_auto(q, digits: int = 3) -> str:
+    """A Quantity in the unit its size calls for: ``"500 MB"``, ``"1.06 s"``, ``"0 ms"`` (the calculators' format)."""
+    return fmt(q, auto_unit(q, digits), digits)
+
+
 def fmt(q, unit: str | None = None, digits: int = 3) -> str:
     """Format a Quantity for prose: ``fmt(Q_(3e9, "B"))`` -> ``"3 GB"``.
 
-    Sizes default to decimal GB, bandwidths to GB/s, times to ms; pass ``unit``
-    to choose ("s", "MB", "GiB" ...).  ``digits`` are significant digits.
+    Sizes default to decimal GB, bandwidths to GB/s, times to ms below 1 s and
+    s above (:func:`auto_unit`); pass ``unit`` to choose ("s", "MB", "GiB" ...).
+    ``digits`` are significant digits.
     """
     if not isinstance(q, pint.Quantity):
         return _trim(float(q), digits)
     if unit is None:
-        unit = _DEFAULT_UNIT.get(str(q.dimensionality))
+        unit = _DEFAULT_UNIT.get(str(q.dimensionality)) or (
+            auto_unit(q, digits) if str(q.dimensionality) == "[time]" else None)
     if unit is not None:
         q = q.to(unit)
     return f"{_trim(float(q.magnitude), digits)} {q.units:~}".replace(" / ", "/")
+
+
+def fmt_count(n: float, digits: int = 3) -> str:
+    """A count in Chinese units: ``6.738e9`` -> ``"67.4 亿"``, ``3.5e7`` -> ``"3500 万"``, ``512`` -> ``"512"``."""
+    n = float(n)
+    for size, name in ((1e12, "万亿"), (1e8, "亿"), (1e4, "万"), (1, "")):
+        if abs(n) >= size or size == 1:
+            x = n / size
+            whole = len(str(int(abs(x))))  # 3500 万, not 3.5e+03 万: every digit before the point is kept
+            return f"{_trim(x, max(digits, whole))} {name}".rstrip()
+    raise AssertionError("unreachable")
 
 
 def fmt_percent(x: float, digits: int = 3) -> str:

@@ -35,7 +35,8 @@ TEXT = {
     "wrong_int": "{name} = {x} 不对。",
     "wrong_int_hint": "{name} = {x} 不对。\n{hint}",
     "mistake": "{name} = {shown} 不对。\n可能的错误：{why}。",
-    "or": "；或者",
+    "coincide": "{name} = {shown} 不对。\n在这组数下，有 {n} 种常见错误恰好都得到这个数，分不出是哪一种。"
+                "点“换一组能分开它们的数”再算一次。",
     "slip": "{name} = {shown} 不对。\n可能的错误：这个数按 {alt} 算是对的，但变量名后缀 _{suffix} 表示纯数字按 {unit} 理解；"
             "请写 {right}，或写带单位的字符串 \"{bare} {alt}\"。",
     "wrong": "{name} = {shown} 不对（容差 {tol}）。\n请对照公式逐项检查单位和系数。",
@@ -50,11 +51,14 @@ TEXT = {
     "source": "练习 · {source}",
     "check": "检查",
     "again": "换一组数",
-    "stat": "本题已尝试 {n} 次，做对 {ok} 次（只保存在本浏览器）",
+    "separate": "换一组能分开它们的数",
+    "show": "看解答",
+    "retry": "改好再试一次；想看完整推算就点“看解答”。",
+    "stat": "本题已检查 {n} 次，做对 {ok} 次，看过解答 {sol} 次（只保存在本浏览器）",
     "drawn": "（第 {seed} 组数）",
     "book": "（书中的数）",
     "solution": "解答：",
-    "head": ["章节", "做对的题", "尝试次数"],
+    "head": ["章节", "做对的题", "检查次数", "看过解答的题"],
 }
 
 
@@ -96,6 +100,8 @@ def bank_json(ids, summary: bool) -> str:
     """The page's bank: its questions, the mistake sentences they may name, and the chapter index."""
     qs = [question_data(QUESTIONS[i]) for i in dict.fromkeys(ids)]
     keys = {k for i in ids if QUESTIONS[i].kind != "int" for k, _ in QUESTIONS[i].expected(QUESTIONS[i].defaults()).mistakes}
+    if any(question_data(QUESTIONS[i])["kind"] in ("bytes", "bandwidth") for i in ids):
+        keys.add("bits")  # a bits unit typed for a bytes answer (diagnose.bits_slip)
     data = {"questions": qs, "mistakes": {k: v for k, v in MISTAKES.items() if k in keys}, "text": TEXT}
     if summary:
         data["index"] = {c: [q.id for q in QUESTIONS.values() if q.chapter == c] for c in CHAPTERS}

@@ -13,11 +13,12 @@ mistake, a unit slip, a plain wrong value, a wrong dimension, and garbage.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-from ..grading.answers import unit_of
-from ..grading.diagnose import MISTAKES, SLIP_UNITS, _close
+from ..grading.answers import read_answer, unit_of
+from ..grading.diagnose import MISTAKES, SLIP_UNITS, _close, bits_slip
 from ..model.units import Q_
 from . import QUESTIONS
 from .core import BASE, answer_unit, check, magnitude, per_unit
@@ -75,6 +76,9 @@ def spellings(q, params) -> list:
         cases += [_num(_in(magnitude(v), unit)) for _, v in exp.mistakes]
         cases += [_num(_in(value, alt)) for alt in SLIP_UNITS[kind] if alt != unit][:2]
         cases += [_num(r * 1.37), _num(r * 0.995), "3 ms" if kind == "bytes" else "3 GB", "3 GB/s"]
+        if kind in ("bytes", "bandwidth"):  # the right number in bits (the bits/bytes slip) and in an ambiguous unit
+            bits = unit.replace("B", "b", 1)
+            cases += [f"{_num(r)} {bits}", f"{_num(r)}{bits}", f"{_num(r)} {unit.lower()}", f"{_num(r * 8)} {bits}"]
     else:
         cases += [_num(value), f"{value:.4g}", f" {_num(value)} "]
         if q.kind == "fraction":
@@ -84,16 +88,26 @@ def spellings(q, params) -> list:
     return cases
 
 
+_SHOWN = re.compile(r"^\w+ = (.*?) 不对")
+
+
 def case(q, params, text: str) -> dict:
+    """The box's verdict on ``text``: the grader's words, except that coinciding mistakes are said to coincide."""
+    from .core import box_value
+    from .site import TEXT
+
     verdict = check(q, params, text)
     status = _status(q, text, verdict)
     out = {"text": text, "status": status}
     if status != "error":  # the page words its reading errors shorter; the test checks they are clear
         out["message"] = verdict["message"]
     if status == "mistake":
-        from .core import box_value
-        from ..grading.answers import read_answer
-        out["keys"] = _keys(q.expected(params), magnitude(read_answer(q.answer, box_value(q, text), q.kind)))
+        given, exp = box_value(q, text), q.expected(params)
+        read = read_answer(q.answer, given, q.kind)
+        out["keys"] = ["bits"] if bits_slip(given, read, exp) else _keys(exp, magnitude(read))
+        if len(out["keys"]) > 1:  # the grader lists them joined by 或者; the box offers numbers that tell them apart
+            shown = _SHOWN.match(verdict["message"]).group(1)
+            out.update(status="coincide", message=TEXT["coincide"].format(name=q.answer, shown=shown, n=len(out["keys"])))
     return out
 
 

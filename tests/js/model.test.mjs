@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { assertClose, calc } from './calc.mjs';
-const { FIELDS, evaluate, fmt, parseParams, parseQuantity } = calc('model.js');
+const { FIELDS, evaluate, fmt, fmtAuto, fmtCount, parseParams, parseQuantity } = calc('model.js');
 
 const data = JSON.parse(readFileSync(new URL('../vectors/calculators.json', import.meta.url), 'utf8'));
 const CALCS = Object.keys(FIELDS);
@@ -37,9 +37,15 @@ for (const [i, c] of data.cases.entries()) {
       const run = () => (c.kind === 'parse' ? parseQuantity(c.input.text, c.input.as) : parseParams(c.input.text));
       if (c.errors) assert.throws(run, /[\u4e00-\u9fff]/);
       else assertClose(run(), c.value, 'value');
+      // An ambiguous unit ("mb", "kb", "mB") is refused naming both readings, as units.parse does.
+      for (const reading of c.readings || []) assert.throws(run, (e) => e.message.includes(` ${reading}（`), reading);
     });
   } else if (c.kind === 'fmt') {
     test(name, () => assert.equal(fmt(c.input.value, c.input.base, c.input.unit), c.text));
+  } else if (c.kind === 'fmt_auto') {
+    test(name, () => assert.equal(fmtAuto(c.input.value, c.input.base), c.text));
+  } else if (c.kind === 'fmt_count') {
+    test(name, () => assert.equal(fmtCount(c.input.value), c.text));
   } else {
     test(name, () => assert.fail(`unknown case kind ${c.kind}`));
   }

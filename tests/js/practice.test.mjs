@@ -13,7 +13,7 @@ const near = (a, b) => Math.abs(a - b) <= Math.max(1e-9 * Math.max(Math.abs(a), 
 test('the bank has every question with draws and cases of every status', () => {
   assert.ok(data.questions.length >= 25);
   const statuses = new Set(data.questions.flatMap((q) => q.draws.flatMap((d) => d.cases.map((c) => c.status))));
-  assert.deepEqual([...statuses].sort(), ['error', 'mistake', 'ok', 'slip', 'wrong']);
+  assert.deepEqual([...statuses].sort(), ['coincide', 'error', 'mistake', 'ok', 'slip', 'wrong']);
 });
 
 test('every named mistake of every question has a case that names it', () => {
@@ -67,9 +67,27 @@ test('the generator stays in range and never repeats the book draw for every see
 
 test('corrupted progress in storage reads as empty, bad entries are dropped', () => {
   const store = (v) => ({ getItem: () => v });
-  for (const bad of ['{', 'null', '[]', '"x"', '{"q":5}', '{"q":{"a":{"n":-1,"ok":0}}}', '{"q":{"a":{"n":1,"ok":2}}}']) {
+  for (const bad of ['{', 'null', '[]', '"x"', '{"q":5}', '{"q":{"a":{"n":-1,"ok":0}}}', '{"q":{"a":{"n":1,"ok":2}}}',
+    '{"q":{"a":{"n":1,"ok":0,"sol":-1}}}', '{"q":{"a":{"n":1,"ok":0,"sol":"x"}}}']) {
     assert.deepEqual(P.load(store(bad)), {}, bad);
   }
-  assert.deepEqual(P.load(store('{"v":1,"q":{"a":{"n":3,"ok":1},"b":"x","c":null,"d":{"n":2,"ok":-1}}}')), { a: { n: 3, ok: 1 } });
+  // a record saved before the worked solution was counted reads as never opened
+  assert.deepEqual(P.load(store('{"v":1,"q":{"a":{"n":3,"ok":1},"b":"x","c":null,"d":{"n":2,"ok":-1},"e":{"n":2,"ok":0,"sol":1}}}')),
+    { a: { n: 3, ok: 1, sol: 0 }, e: { n: 2, ok: 0, sol: 1 } });
   assert.deepEqual(P.load({ getItem() { throw new Error('denied'); } }), {});
+});
+
+test('coinciding mistakes: the offered seed tells them apart', () => {
+  const cases = data.questions.flatMap(({ question: q, draws }) => draws.flatMap((d) =>
+    d.cases.filter((c) => c.status === 'coincide').map((c) => [q, c])));
+  assert.ok(cases.length >= 3);
+  for (const [q, c] of cases) {
+    const seed = P.separating(q, c.keys), e = P.expected(q, P.generate(q, seed));
+    const vals = c.keys.map((k) => e.mistakes.find(([m]) => m === k)[1]).concat([e.value]);
+    vals.forEach((a, i) => vals.forEach((b, j) => i === j || assert.ok(!near(a, b) && Math.abs(a - b) > 0.01 * Math.max(Math.abs(a), Math.abs(b)), `${q.id} seed ${seed}`)));
+  }
+});
+
+test('numbers keep their units on the same line', () => {
+  assert.equal(P.nb('发送 3 GB，用时 120 ms，7 × 10⁹ 个参数'), '发送 3\u00a0GB，用时 120\u00a0ms，7\u00a0×\u00a010⁹ 个参数');
 });

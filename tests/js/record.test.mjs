@@ -45,3 +45,4 @@ test('Markdown export lists the fields, option texts and ticks', () => {
   assert.match(blank, /- \*\*模型规模\*\*：（未填）/);
   assert.match(blank, /- \[ \] 写明了/);
 });
+

@@ -6,11 +6,11 @@
 'use strict';
 
 const NUM = /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/;
-const LIST_SEP = /[\s,,、;;]+/;
+const LIST_SEP = /[\s,，、;；]+/;  // calculators.LIST_SEP: ASCII and full-width commas and semicolons
 
 const f = (name, kind, def, min = null, max = null, o = {}) => ({
   name, kind, default: def, min, max, min_open: !!o.open, options: o.options || null,
-  unit: o.unit || null, optional: !!o.optional,
+  unit: o.unit || null, optional: !!o.optional, ...(o.qty ? { qty: o.qty } : {}),
 });
 
 // Same fields and limits as parallel_budget.book.calculators.FIELDS (checked by the vectors).
@@ -23,14 +23,14 @@ const FIELDS = {
   ],
   ring: [
     f('ranks', 'int', '4', 1, 100000),
-    f('grad', 'num', '2', 0, 1e6, { unit: 'grad_unit' }),
+    f('grad', 'qty', '2', 0, 1e15, { unit: 'grad_unit', qty: 'bytes' }),
     f('grad_unit', 'select', 'GB', null, null, { options: ['GB', 'GiB', 'MB'] }),
-    f('bandwidth', 'num', '25', 0, 1e6, { open: 1, unit: 'bw_unit' }),
+    f('bandwidth', 'qty', '25', 1e6, 1e14, { unit: 'bw_unit', qty: 'bandwidth' }),
     f('bw_unit', 'select', 'GB/s', null, null, { options: ['GB/s', 'Gb/s'] }),
-    f('compute', 'num', '400', 0, 1e7, { open: 1 }),
+    f('compute', 'qty', '400', 0, 1e4, { open: 1, unit: 'ms', qty: 'time' }),
     f('overlap', 'num', '0', 0, 1),
     f('backward_ratio', 'num', '2', 0, 1e3),
-    f('last_bucket', 'num', '0', 0, 1e7),
+    f('last_bucket', 'qty', '0', 0, 1e4, { unit: 'ms', qty: 'time' }),
   ],
   zero: [
     f('params', 'params', '1B', 0, 1e15, { open: 1 }),
@@ -38,7 +38,7 @@ const FIELDS = {
     f('param_bytes', 'num', '2', 0, 64),
     f('grad_bytes', 'num', '2', 0, 64),
     f('optim_bytes', 'num', '12', 0, 64),
-    f('memory', 'num', '80', 0, 1e6, { open: 1, unit: 'memory_unit' }),
+    f('memory', 'qty', '80', 1e6, 1e15, { unit: 'memory_unit', qty: 'bytes' }),
     f('memory_unit', 'select', 'GB', null, null, { options: ['GB', 'GiB'] }),
   ],
   pipeline: [
@@ -56,6 +56,7 @@ const FIELDS = {
   ],
 };
 const EQUAL_STAGE_MS = 10;
+const FIELDS_BY_NAME = Object.fromEntries(Object.values(FIELDS).flat().map((x) => [x.name, x]));
 
 // ---------------------------------------------------------------- units
 
@@ -64,8 +65,19 @@ const TIME = { s: 1, sec: 1, ms: 1e-3, us: 1e-6, 'µs': 1e-6, ns: 1e-9, min: 60,
 const BASE = { bytes: 'B', bandwidth: 'B/s', time: 's' };
 
 function infoUnit(u) {
-  const m = /^(|k|M|G|T|P|Ki|Mi|Gi|Ti)(B|b)$/.exec(u);
-  return m ? PREFIX[m[1]] / (m[2] === 'b' ? 8 : 1) : null;
+  const m = /^(|k|M|G|T|P|Ki|Mi|Gi|Ti)(B|b|bit)$/.exec(u);
+  return m ? PREFIX[m[1]] / (m[2] === 'B' ? 1 : 8) : null;
+}
+
+// units.AMBIGUOUS: lower-case prefixes of bytes and bits ("mb", "mB", "kb", "gb/s") are refused with both readings.
+const AMBIGUOUS = /(?<![A-Za-zµ])(?!kB)([kmgtp])([bB])(\/s|ps)?(?![A-Za-z])/;
+const PREFIX_ZH = { k: '千', M: '兆', G: '吉', T: '太', P: '拍' };
+function ambiguity(text) {
+  const m = AMBIGUOUS.exec(text);
+  if (!m) return null;
+  const p = m[1] === 'k' ? 'k' : m[1].toUpperCase(), per = m[3] ? '/s' : '', zh = PREFIX_ZH[p], s = per ? '每秒' : '';
+  const by = `${p}B${per}`, bi = `${p === 'k' ? 'kbit' : `${p}b`}${per}`;
+  return `单位 ${m[0]} 有歧义：可能指 ${by}（${zh}字节${s}）或 ${bi}（${zh}比特${s}，只有 ${by} 的 1/8）；请写 ${by} 或 ${bi}`;
 }
 
 // [dimension, factor to the base unit] of a unit symbol, or null when unknown.
@@ -85,6 +97,8 @@ function parseQuantity(text, kind) {
   const m = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$/.exec(t);
   if (!t) throw new Error(`不能为空；可用单位：${accepted}`);
   if (!m) throw new Error(`应以数字开头，收到 “${text}”；可用单位：${accepted}`);
+  const amb = ambiguity(t);
+  if (amb) throw new Error(`${amb}（收到 “${text}”）`);
   const u = m[2] ? unitOf(m[2]) : [kind, 1];
   if (!u) throw new Error(`不认识单位 “${m[2]}”${m[2].includes('KB') ? '（请写 kB 或 KiB）' : ''}；可用单位：${accepted}`);
   if (u[0] !== kind) throw new Error(`需要${{ bytes: '数据量', bandwidth: '带宽', time: '时间' }[kind]}，“${text}” 的单位不对；可用单位：${accepted}`);
@@ -127,28 +141,54 @@ function trim(x, digits = 3) {
   return sign + s.replace(/\.?0*$/, '');
 }
 
-const DEFAULT_UNIT = { B: 'GB', 'B/s': 'GB/s', s: 'ms' };
-const FACTOR = { B: 1, kB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, GiB: 2 ** 30, 'B/s': 1, 'MB/s': 1e6, 'GB/s': 1e9, s: 1, ms: 1e-3, 'µs': 1e-6 };
+const DEFAULT_UNIT = { B: 'GB', 'B/s': 'GB/s' };
+const FACTOR = { B: 1, kB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, PB: 1e15, GiB: 2 ** 30, 'B/s': 1, 'MB/s': 1e6, 'GB/s': 1e9, 'TB/s': 1e12, s: 1, ms: 1e-3, 'µs': 1e-6, min: 60, h: 3600 };
+// units.AUTO_UNITS: the first unit whose rounded value stays under 1000 ("120 ms", "1.06 s", "0 ms").
+const AUTO = { B: ['B', 'kB', 'MB', 'GB', 'TB', 'PB'], 'B/s': ['MB/s', 'GB/s', 'TB/s'], s: ['ms', 's', 'min', 'h'] };
+const autoUnit = (x, base, digits = 3) => AUTO[base].find((u) => Math.abs(Number(trim(x / FACTOR[u], digits))) < 1000) || AUTO[base].at(-1);
 
-// units.fmt: a value in base unit ('B', 'B/s', 's') shown in `unit` (default GB, GB/s, ms).
+// units.fmt: a value in base unit ('B', 'B/s', 's') shown in `unit` (default GB, GB/s; times by size).
 function fmt(x, base, unit = null, digits = 3) {
-  const u = unit || DEFAULT_UNIT[base];
+  const u = unit || DEFAULT_UNIT[base] || autoUnit(x, base, digits);
   return `${trim(x / FACTOR[u], digits)} ${u}`;
 }
 
-// A readable unit for the page (the book uses fmt's defaults; the calculator scales).
-function fmtAuto(x, base) {
-  const a = Math.abs(x);
-  if (base === 's') return fmt(x, 's', a === 0 || a >= 100 ? 's' : a >= 1e-3 ? 'ms' : 'µs');
-  if (base === 'B/s') return fmt(x, base, a >= 1e9 ? 'GB/s' : 'MB/s');
-  return fmt(x, 'B', a >= 1e12 ? 'TB' : a >= 1e9 ? 'GB' : a >= 1e6 ? 'MB' : a >= 1e3 ? 'kB' : 'B');
+// units.fmt_auto: the calculators' one format, in the unit the value's size calls for.
+const fmtAuto = (x, base, digits = 3) => fmt(x, base, autoUnit(x, base, digits), digits);
+
+// units.fmt_count: 6.738e9 -> "67.4 亿", 3.5e7 -> "3500 万".
+function fmtCount(n, digits = 3) {
+  const [size, name] = [[1e12, ' 万亿'], [1e8, ' 亿'], [1e4, ' 万'], [1, '']].find(([z], i, all) => Math.abs(n) >= z || i === all.length - 1);
+  const x = n / size;
+  return trim(x, Math.max(digits, String(Math.trunc(Math.abs(x))).length)) + name;
 }
+// Numbers and their units never part at a line end: "2 GB", "7 × 10⁹" get a no-break space (prose.keep_units).
+const keepUnits = (t) => t.replace(/(\d) (?=[A-Za-zµ%×])|× (?=\d)/g, (m) => m.replace(' ', '\u00a0'));
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 const pct = (x) => `${trim(100 * x)}%`;
 
 // ---------------------------------------------------------------- validation
 
 const span = (fd) => `${fd.min}${fd.min_open ? '（不含）' : ''} 到 ${fd.max}`;
+// Quantity limits read as what they rule out (calculators.FIELDS: beyond them no real link, model or step).
+const PLAUSIBLE = {
+  grad: ['梯度', '真实模型的梯度'], bandwidth: ['带宽', '真实链路'], memory: ['显存', '真实的加速卡'],
+  compute: ['计算时间', '一步训练的计算'], last_bucket: ['最后一个桶的通信', '一步训练里的通信'],
+};
+
+// A quantity field in SI units: "25 Gb/s" as typed, or a bare number in the select's (or the field's fixed) unit.
+function quantityValue(fd, text, raw) {
+  const select = FIELDS_BY_NAME[fd.unit];
+  const unit = select ? String(raw[fd.unit] ?? select.default).trim() : fd.unit;
+  if (NUM.test(text) && select && !select.options.includes(unit)) throw new Error(`单位只能选 ${select.options.join(' / ')}`);
+  const x = parseQuantity(NUM.test(text) ? `${text} ${unit}` : text, fd.qty);
+  const [noun, what] = PLAUSIBLE[fd.name], base = BASE[fd.qty];
+  if (fd.min_open ? x <= fd.min : x < fd.min) {
+    throw new Error(fd.min ? `${noun}小于 ${fmtAuto(fd.min, base)}，不像${what}` : `${noun}需要大于 0，收到 “${text}”`);
+  }
+  if (x > fd.max) throw new Error(`${noun}大于 ${fmtAuto(fd.max, base)}，不像${what}`);
+  return x;
+}
 
 function checkNumber(text, fd) {
   if (!NUM.test(text)) throw new Error(text ? `需要一个数，收到 “${text}”` : '不能为空');
@@ -178,9 +218,10 @@ function fieldValue(fd, raw) {
   }
   if (fd.kind === 'params') {
     const n = parseParams(text);
-    if (n > fd.max) throw new Error(`参数个数太大（上限 ${fd.max}），收到 “${text}”`);
+    if (n > fd.max) throw new Error(`参数个数太大（上限 ${fmtCount(fd.max)}），收到 “${text}”`);
     return n;
   }
+  if (fd.kind === 'qty') return quantityValue(fd, text, raw);
   return checkNumber(text, fd);
 }
 
@@ -200,8 +241,6 @@ const isclose = (a, b, tol) => Math.abs(a - b) <= Math.max(tol * Math.max(Math.a
 class FieldError extends Error {
   constructor(field, message) { super(message); this.field = field; }
 }
-
-const quantity = (v, name, unitField, kind) => parseQuantity(`${v[name]} ${v[unitField]}`, kind);
 
 function ringAllreduce(ranks, grad, bandwidth) {
   const send = grad * (2 * (ranks - 1) / ranks);
@@ -269,13 +308,11 @@ const COMPUTE = {
     return { ranks: r, aggregated_grad: agg, weights: Array(r).fill(w), reference, matches_reference: isclose(w, reference, 1e-12) };
   },
   ring(v) {
-    const grad = quantity(v, 'grad', 'grad_unit', 'bytes');
-    const bandwidth = quantity(v, 'bandwidth', 'bw_unit', 'bandwidth');
-    const r = ringAllreduce(v.ranks, grad, bandwidth);
-    return { grad, bandwidth, ...r, ...stepTime(v.compute / 1000, v.ranks, r.lower_bound, v.overlap, v.backward_ratio / (1 + v.backward_ratio), v.last_bucket / 1000) };
+    const { grad, bandwidth } = v, r = ringAllreduce(v.ranks, grad, bandwidth);
+    return { grad, bandwidth, ...r, ...stepTime(v.compute, v.ranks, r.lower_bound, v.overlap, v.backward_ratio / (1 + v.backward_ratio), v.last_bucket) };
   },
   zero(v) {
-    const memory = quantity(v, 'memory', 'memory_unit', 'bytes');
+    const memory = v.memory;
     const n = v.params, d = v.dp;
     const rows = [0, 1, 2, 3].map((s) => {
       const param_state = (n * v.param_bytes) / (s >= 3 ? d : 1);
@@ -326,7 +363,7 @@ function evaluate(kind, raw = {}) {
   }
 }
 
-const api = { FIELDS, EQUAL_STAGE_MS, fieldValue, parseQuantity, parseParams, trim, fmt, fmtAuto, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
+const api = { FIELDS, EQUAL_STAGE_MS, NUM, fieldValue, parseQuantity, parseParams, trim, fmt, fmtAuto, fmtCount, keepUnits, esc, pct, FieldError, ringAllreduce, stepTime, zeroCommunication, pipelineSchedule, evaluate };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBModel = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

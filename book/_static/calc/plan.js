@@ -6,7 +6,7 @@
 (function (root) {
 'use strict';
 const M = root.PBModel || require('./model.js');
-const { fmt, pct, trim } = M;
+const { fmt, fmtCount, pct, trim } = M;
 
 const f = (name, kind, def, min = null, max = null, o = {}) => ({
   name, kind, default: def, min, max, min_open: !!o.open, options: o.options || null, unit: o.unit || null, optional: !!o.optional,
@@ -637,7 +637,7 @@ function assumptions(o, s) {
   const layer = [s.dropout ? '有 dropout' : '无 dropout', `${s.gated ? '门控（SwiGLU） ' : ''}MLP 宽 ${s.ffn}`, s.flash_attention ? 'FlashAttention（不存 s×s 矩阵）' : '注意力存 s×s 矩阵',
     s.kv_heads !== s.heads ? `${s.kv_heads} 组 K、V 头` : ''].filter(Boolean).join('、');
   const v = o.split[2] > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1;
-  return [`参数量 ${trim(o.params, 4)} ${s.params_from_shape ? '由模型形状推出' : '按给定值'}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。`,
+  return [`参数量 ${fmtCount(o.params, 4)}，${s.params_from_shape ? '由模型形状推出' : '按给定值'}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。`,
     `激活按 Korthikanti 等（2022）的每层公式（16 位激活，${layer}），不含嵌入与输出 logits。`,
     `流水线调度 ${SCHED[s.schedule]}${v > 1 ? `（每 rank ${v} 个虚拟阶段）` : ''}：第一个流水线 rank 峰值时保存 ${o.in_flight} 份（阶段×微批次）激活。`,
     'ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。',

@@ -6,7 +6,7 @@
 'use strict';
 const M = root.PBModel || require('./model.js');
 const P = root.PBPlan || require('./plan.js');
-const { esc, fmtAuto, pct, trim } = M;
+const { esc, fmtAuto, fmtCount, pct, trim } = M;
 const { FIELDS, PRESETS, SPLIT, tfmt: T } = P;
 const EXPORT_KEY = 'pb-plan-builder-v1';
 const B = (x) => fmtAuto(x, 'B');
@@ -134,7 +134,7 @@ function formHtml() {
 function numbers(r) {
   const o = r.out, m = o.memory, p = r.split;
   return [`DP=${p[0]}、TP=${p[1]}、PP=${p[2]}、ZeRO-${p[3]}，微批次 ${p[4]} × ${o.microbatches}`,
-    `参数量 ${trim(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时缓冲 ${B(m.gather)}，重算工作区 ${B(m.working)}）`,
+    `参数量 ${fmtCount(o.params, 4)}；每卡显存 ${B(m.total)}（状态 ${B(m.states)}，激活 ${B(m.activations)}，临时缓冲 ${B(m.gather)}，重算工作区 ${B(m.working)}）`,
     `步时 ${T(o.step)}：计算 ${T(o.compute)}，暴露的通信 ${T(o.exposed_comm)}，气泡 ${T(o.bubble)}；${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s，效率 ${pct(o.efficiency)}`
       + (o.mfu !== null ? `，MFU ${pct(o.mfu)}，HFU ${pct(o.hfu)}` : ''),
     ...o.comm.map((c) => `${c[0]}（${c[1]}，${c[3]} 卡，${LINK[c[4]]}）：每卡每步 ${B(c[6])}，${c[5]} 次，${T(c[8])}，暴露 ${T(c[9])}`)];
@@ -155,7 +155,7 @@ function resultsHtml(r, width, axis) {
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
     + [['devices', '横轴：卡数'], ['inter_bw', '横轴：跨节点带宽']].map(([k, n]) => `<button type="button" data-act="axis" data-axis="${k}" aria-pressed="${axis === k}">${n}</button>`).join('')
     + `</div>${scalingSvg(scaling, width)}<p class="pb-note">加速比以一张卡只做模型计算为基准（那张卡放不下，只是理想的基准）；空心点放不下。</p>`
-    + '<div class="pb-scroll"><table class="pb-table"><thead><tr><th>集合通信</th><th>搬运</th><th>组大小</th><th>链路</th><th>每卡每步</th><th>次数</th><th>时间</th><th>暴露</th></tr></thead><tbody>'
+    + '<div class="pb-scroll" tabindex="0" role="region" aria-label="各次集合通信（表格可左右滚动）"><table class="pb-table"><thead><tr><th>集合通信</th><th>搬运</th><th>组大小</th><th>链路</th><th>每卡每步</th><th>次数</th><th>时间</th><th>暴露</th></tr></thead><tbody>'
     + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${esc(c[1])}</td><td>${c[3]}</td><td>${LINK[c[4]]}</td><td>${B(c[6])}</td><td>${c[5]}</td><td>${T(c[8])}</td><td>${T(c[9])}</td></tr>`).join('') || '<tr><td colspan="8">没有通信（单卡）</td></tr>')
     + `</tbody></table></div><details><summary>模型的简化</summary><ul>${P.assumptions(o, r.s).map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
 }
@@ -226,7 +226,7 @@ function mount(el) {
       const box = el.querySelector('.pb-search');
       box.dataset.ms = ms.toFixed(2);
       box.innerHTML = `<p data-out="search">${last.values.devices} 张卡：试了 ${r.candidates} 种切分，放得下 ${r.fits} 种（用时 ${trim(ms)} ms）。最快的 ${r.plans.length} 种：</p>`
-        + '<div class="pb-scroll"><table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡显存</th><th></th></tr></thead><tbody>'
+        + '<div class="pb-scroll" tabindex="0" role="region" aria-label="搜索到的方案（表格可左右滚动）"><table class="pb-table"><thead><tr><th>DP</th><th>TP</th><th>PP</th><th>ZeRO</th><th>微批次</th><th>步时</th><th>每卡显存</th><th></th></tr></thead><tbody>'
         + r.plans.map((p) => `<tr>${p.slice(0, 5).map((x) => `<td>${x}</td>`).join('')}<td>${T(p[5])}</td><td>${B(p[6])}</td><td><button type="button" data-act="use" data-split="${p.slice(0, 5).join(',')}">采用</button></td></tr>`).join('')
         + '</tbody></table></div>';
     } else if (act === 'use') {

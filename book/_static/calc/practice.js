@@ -94,7 +94,7 @@ const B = {
     return null;
   },
   bubble: (a) => ex((a.stages - 1) / (a.micro + a.stages - 1), null, [['bubble_convention', (a.stages - 1) / a.micro]]),
-  tp_send_layer(a) { const { per } = tpc(a), s = per * sendFactor(a.tp); return ex(s, 'MB', [['tp_forward_only', s / 2], ['tp_no_ring', per], ['bits', s * 8], ['total', s * a.tp], ['factor2', s / 2]]); },
+  tp_send_layer(a) { const { per } = tpc(a), s = per * sendFactor(a.tp); return ex(s, 'MB', [['tp_half', s / 2], ['tp_no_ring', per], ['bits', s * 8], ['total', s * a.tp]]); },
   tp_step(a) { const s = tpc(a).per * a.layers; return ex(s, 'GB', [['tp_forward_only', s / 2], ['bits', s * 8]]); },
   straggler_step(a) { const t = arr(a), last = Math.max(...t), c = a.comm / 1e3; return ex(last + c, 'ms', [['mean_arrival', sum(t) / t.length + c], ['no_comm', last]]); },
   straggler_wait(a) { const t = arr(a), last = Math.max(...t), w = last - t[a.rank]; return ex(w, 'ms', [['wait_with_comm', w + a.comm / 1e3], ['mean_arrival', sum(t) / t.length - t[a.rank]]]); },
@@ -157,7 +157,11 @@ function read(q, text, T) {
   return [x, bare];
 }
 
-// {status: ok|mistake|slip|wrong|error, keys, message}, the message as checks.value/exact words it.
+// A bits unit typed for a bytes answer (diagnose._BITS_UNIT): "1006.63 Mb", "25 Gb/s", "8 kbit".
+const BITS = /(?<![A-Za-z])(?:[kMGTP]i?)?(?:b|bits?)(?:\/s|ps)?\s*$/;
+
+// {status: ok|mistake|coincide|slip|wrong|error, keys, message}, the message as checks.value/exact words it;
+// "coincide": several named mistakes give this same number here (questions.vectors words it for the box).
 function check(q, params, text, bank) {
   const name = q.answer, T = bank.text;
   let x, bare;
@@ -165,11 +169,13 @@ function check(q, params, text, bank) {
   const e = expected(q, params), r = (status, k, v, keys = []) => ({ status, keys, message: say(T, k, Object.assign({ name }, v)) });
   if (q.kind === 'int') return x === e ? r('ok', 'ok_int') : r('wrong', q.hint ? 'wrong_int_hint' : 'wrong_int', { x: x === null ? 'None' : x, hint: q.hint });
   if (close(x, e.value, e.tol)) return r('ok', 'ok');
-  const shown = q.unit ? show(x, q.unit) : M.trim(x, 4), keys = [], why = [];
-  for (const [k, v] of e.mistakes) {
-    if (close(x, v, e.tol) && !close(v, e.value, e.tol) && !keys.includes(k)) { keys.push(k); why.push(bank.mistakes[k]); }
+  const shown = q.unit ? show(x, q.unit) : M.trim(x, 4), keys = [];
+  if (bare === null && q.unit && q.kind !== 'time' && BITS.test(String(text).trim()) && close(x * 8, e.value, e.tol)) {
+    return r('mistake', 'mistake', { shown, why: bank.mistakes.bits }, ['bits']);
   }
-  if (keys.length) return r('mistake', 'mistake', { shown, why: why.join(T.or) }, keys);
+  for (const [k, v] of e.mistakes) if (close(x, v, e.tol) && !close(v, e.value, e.tol) && !keys.includes(k)) keys.push(k);
+  if (keys.length > 1) return r('coincide', 'coincide', { shown, n: keys.length }, keys);
+  if (keys.length) return r('mistake', 'mistake', { shown, why: bank.mistakes[keys[0]] }, keys);
   const suffix = name.split('_').pop();
   if (bare !== null && q.unit) {
     for (const alt of q.slip) {
@@ -181,21 +187,31 @@ function check(q, params, text, bank) {
   return r('wrong', 'wrong', { shown, tol: `${Math.round(e.tol * 100)}%` });
 }
 
-// == progress in localStorage (never sent)
+// == progress in localStorage (never sent): per question, answers checked (n), right (ok), worked solution opened (sol)
 // Anything unreadable or out of shape counts as no progress; the next save writes a clean record.
+const count = (x) => Number.isInteger(x) && x >= 0;
 function load(s) {
   const out = {};
   try {
     for (const [id, r] of Object.entries(JSON.parse(s.getItem(KEY)).q)) {
-      if (r && Number.isInteger(r.n) && Number.isInteger(r.ok) && r.ok >= 0 && r.ok <= r.n) out[id] = { n: r.n, ok: r.ok };
+      const sol = r && r.sol === undefined ? 0 : r && r.sol;
+      if (r && count(r.n) && count(r.ok) && r.ok <= r.n && count(sol)) out[id] = { n: r.n, ok: r.ok, sol };
     }
   } catch (e) { return {}; }
   return out;
 }
 function save(s, rec) { try { s.setItem(KEY, JSON.stringify({ v: 1, q: rec })); } catch (e) { /* full or off */ } }
+// Add to one question's record, re-read first: another tab may have saved.
+function bump(all, id, add) {
+  const cur = load(store), mine = cur[id] || { n: 0, ok: 0, sol: 0 };
+  for (const [k, v] of Object.entries(add)) mine[k] += v;
+  cur[id] = all[id] = mine;
+  save(store, cur);
+}
 
 // == the page
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls; if (text !== undefined) n.textContent = text; return n; };
+const nb = (t) => M.keepUnits(t);
 const urlSeed = (id) => { const s = Number(new URLSearchParams(location.search).get(`p-${id}`)); return Number.isInteger(s) && s > 0 && s <= SEED_MAX ? s : 0; };
 function setUrlSeed(id, seed) {
   const u = new URL(location.href);
@@ -205,33 +221,56 @@ function setUrlSeed(id, seed) {
 let store = { getItem: () => null, setItem() {} };  // when storage is off, progress is only not kept
 try { store = root.localStorage || store; } catch (e) { /* keep the stand-in */ }
 
+// A seed whose numbers tell the mistakes `keys` apart (each differs from the others and from the answer).
+function separating(q, keys, tries = 200) {
+  for (let i = 0; i < tries; i++) {
+    const seed = 1 + Math.floor(Math.random() * SEED_MAX), e = expected(q, generate(q, seed));
+    const vals = keys.map((k) => e.mistakes.find(([m]) => m === k)[1]).concat([e.value]);
+    if (vals.every((a, j) => vals.every((b, l) => j === l || !close(a, b, e.tol)))) return seed;
+  }
+  return 1 + Math.floor(Math.random() * SEED_MAX);
+}
+
+// A box: a wrong answer gets the named mistake and a hint only; the worked solution opens on 看解答
+// or after the second wrong answer to the same numbers (and after a right one).
 function mountBox(box, q, bank, all) {
   const T = bank.text, id = `pb-q-${q.id.replace(/\W/g, '-')}`;
-  let seed = urlSeed(q.id), params, tried = false;
-  box.innerHTML = `<p class="pb-q-src"></p><p></p><form class="pb-q-form"><label for="${id}"></label><input id="${id}" type="text" autocomplete="off" spellcheck="false">
-<button type="submit"></button> <button type="button" class="pb-q-new"></button></form><p class="pb-q-fb" role="status" aria-live="polite"></p><div class="pb-q-sol" hidden></div><p class="pb-q-stat"></p>`;
-  const [src, prompt, form, fb, sol, stat] = box.children, [label, input, ok, again] = form.children;
-  src.textContent = say(T, 'source', q); label.textContent = q.label; ok.textContent = T.check; again.textContent = T.again;
+  let seed = urlSeed(q.id), params, wrong = 0, offer = null;
+  box.innerHTML = `<p class="pb-q-src"></p><p class="pb-q-prompt"></p><form class="pb-q-form"><label for="${id}"></label><input id="${id}" type="text" autocomplete="off" spellcheck="false">
+<span class="pb-actions"><button type="submit"></button><button type="button" class="pb-q-show"></button><button type="button" class="pb-q-new"></button></span></form><p class="pb-q-fb" role="status" aria-live="polite"></p><div class="pb-q-sol" hidden></div><p class="pb-q-stat"></p>`;
+  const [src, prompt, form, fb, sol, stat] = box.children, [label, input] = form.children;
+  const [ok, show, again] = form.querySelectorAll('button');
+  src.textContent = say(T, 'source', q); label.textContent = q.label; ok.textContent = T.check; show.textContent = T.show;
   const status = () => { const r = all[q.id]; stat.textContent = r ? say(T, 'stat', r) : ''; };
+  const reveal = (counted) => {
+    if (!sol.hidden) return;
+    sol.hidden = false; show.hidden = true;
+    if (counted) { bump(all, q.id, { sol: 1 }); status(); }
+  };
   const render = () => {
     params = generate(q, seed);
-    prompt.textContent = fill(q.prompt, q, params, {}) + say(T, seed ? 'drawn' : 'book', { seed });
-    sol.replaceChildren(el('strong', '', T.solution), document.createTextNode(fill(q.solution, q, params, values(q, params))));
-    sol.hidden = !tried; fb.textContent = ''; fb.className = 'pb-q-fb'; status();
+    prompt.textContent = nb(fill(q.prompt, q, params, {}) + say(T, seed ? 'drawn' : 'book', { seed }));
+    sol.replaceChildren(el('strong', '', T.solution), document.createTextNode(nb(fill(q.solution, q, params, values(q, params)))));
+    sol.hidden = true; show.hidden = false; wrong = 0; offer = null;
+    again.textContent = T.again; again.classList.remove('pb-q-offer');
+    fb.textContent = ''; fb.className = 'pb-q-fb'; status();
   };
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const r = check(q, params, input.value, bank);
-    fb.textContent = r.message; fb.className = `pb-q-fb pb-q-${r.status}`;
-    if (r.status !== 'error') {
-      const cur = load(store), mine = cur[q.id] || { n: 0, ok: 0 };  // another tab may have saved
-      mine.n += 1; mine.ok += r.status === 'ok' ? 1 : 0; cur[q.id] = all[q.id] = mine;
-      save(store, cur);
-      tried = true; sol.hidden = false; status();
-    }
+    const r = check(q, params, input.value, bank), right = r.status === 'ok';
+    fb.className = `pb-q-fb pb-q-${r.status}`;
+    fb.textContent = r.message;
+    if (r.status === 'error') return;
+    if (!right) wrong += 1;
+    bump(all, q.id, { n: 1, ok: right ? 1 : 0 });
+    status();
+    if (r.status === 'coincide') { offer = r.keys; again.textContent = T.separate; again.classList.add('pb-q-offer'); }
+    if (right || wrong >= 2) reveal(!right && sol.hidden);
+    else if (sol.hidden) fb.textContent += `\n${T.retry}`;
   });
+  show.addEventListener('click', () => reveal(true));
   again.addEventListener('click', () => {
-    seed = 1 + Math.floor(Math.random() * SEED_MAX); tried = false; input.value = '';
+    seed = offer ? separating(q, offer) : 1 + Math.floor(Math.random() * SEED_MAX); input.value = '';
     setUrlSeed(q.id, seed); render(); input.focus();
   });
   render();
@@ -239,12 +278,13 @@ function mountBox(box, q, bank, all) {
 
 function mountSummary(box, bank) {
   const rec = load(store), table = el('table', 'pb-q-summary'), head = el('tr');
-  for (const h of bank.text.head) head.append(el('th', '', h));
+  for (const h of bank.text.head) { const th = el('th', '', h); th.scope = 'col'; head.append(th); }
   table.append(head);
   for (const [ch, ids] of Object.entries(bank.index || {})) {
     const tr = el('tr'), done = ids.filter((i) => rec[i] && rec[i].ok > 0).length, n = ids.reduce((s, i) => s + (rec[i] ? rec[i].n : 0), 0);
+    const seen = ids.filter((i) => rec[i] && rec[i].sol > 0).length;
     tr.dataset.chapter = ch;
-    tr.append(el('td', '', (bank.titles || {})[ch] || ch), el('td', '', `${done} / ${ids.length}`), el('td', '', String(n)));
+    tr.append(el('td', '', (bank.titles || {})[ch] || ch), el('td', '', `${done} / ${ids.length}`), el('td', '', String(n)), el('td', '', String(seen)));
     table.append(tr);
   }
   box.replaceChildren(table);
@@ -258,7 +298,7 @@ function mountAll() {
   document.querySelectorAll('.pb-practice-summary').forEach((box) => mountSummary(box, bank));
 }
 
-const api = { rng, generate, fill, expected, values, read, check, load, mountAll };
+const api = { rng, generate, fill, expected, values, read, check, load, separating, nb, mountAll };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else { root.PBPractice = api; mountAll(); }
 })(typeof globalThis !== 'undefined' ? globalThis : this);
