@@ -342,6 +342,16 @@ def test_built_chapters_have_figures_dropdowns_and_no_dead_widget(built_site, pa
         assert f'data-calc="{kind}"' in html
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_built_pages_show_no_unrendered_emphasis(built_site, page):
+    """Is every **bold** rendered? CommonMark leaves ** as text when it closes after a full-width mark and before
+    a Chinese character ("**问题？**答案"): write "**问题**？答案" instead."""
+    html = (built_site / "book" / f"{page}.html").read_text(encoding="utf-8")
+    main = re.sub(r"<(script|style|pre)\b.*?</\1>", "", html, flags=re.S)
+    assert "**" not in re.sub(r"<[^>]+>", "", main), f"{page}: an emphasis was not rendered"
+
+
 @pytest.mark.parametrize("page", PAGES + ["calculators"])
 def test_pages_read_in_jupyterlab(page):
     """Is nothing on the page that jupyterlab-myst shows as raw text: a calculator mount inside a {raw} html

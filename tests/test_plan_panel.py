@@ -49,7 +49,7 @@ def test_bits_are_read_as_bits():
 
 
 @pytest.mark.parametrize("control, bad, word", [
-    ("inter_bw", "25 GB", "inter_bw"), ("device_memory", "80", "device_memory"), ("tp", 3, "tp=3"),
+    ("inter_bw", "25 GB", "“跨节点带宽，每卡"), ("device_memory", "80", "device_memory"), ("tp", 3, "tp=3"),
     ("micro_batch", 3, "global_batch=32"), ("pp", 2, "zero_stage=2 不能与 pp=2 同用"),
 ])
 def test_bad_input_shows_the_chinese_message(control, bad, word):

@@ -136,3 +136,13 @@ def test_every_device_reads_as_compute_exposed_idle(schedule, p, m, stage, f, tf
         assert all(0 <= x <= c * (1 + 1e-9) + 1e-12 for x, c in zip(r.exposed, r.comm))
         assert r.compute == pytest.approx(m * v * (f + 2 * f))
     assert tl.step >= (m * v + p - 1) * (3 * f + 2 * tf) * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("sp", [spec(p=4, m=8, stage=1, d=0.05, tf=0.1, tb=0.2),
+                                spec(p=4, v=2, m=8, schedule="interleaved", stage=0, d=0.05),
+                                spec(stage=3, m=2)])
+def test_storing_one_device_reads_the_same_step(sp):
+    """Does the search's timeline, which stores only the first rank's events, read exactly like the full one?"""
+    full, lean = build(sp), build(sp, keep=0)
+    assert read(full, 0, 6) == read(lean, 0, 6)
+    assert lean.ev[0] == full.ev[0] and not any(lean.ev[1:]) and (sp.p == 1 or any(full.ev[1:]))

@@ -74,7 +74,8 @@ def test_bits_change_the_time_not_the_bytes():
     a, b = pv.evaluate({})["out"], pv.evaluate({"inter_unit": "Gb/s"})["out"]
     assert [c[6] for c in a["comm"]] == [c[6] for c in b["comm"]]
     calls, ranks = a["comm"][1][5], a["comm"][1][3]
-    latency = calls * (ranks - 1) * 10e-6  # α per ring round, unchanged
+    alpha = float(next(f for f in pv.FIELDS if f["name"] == "latency")["default"]) * 1e-6
+    latency = calls * (ranks - 1) * alpha  # α per ring step, unchanged
     assert b["comm"][1][8] - latency == pytest.approx(8 * (a["comm"][1][8] - latency))
 
 

@@ -84,3 +84,12 @@ def test_plan_css_uses_the_figures_palette():
     for cls, role in planfigures.PLAN_CSS.items():
         m = re.search(rf"\.{cls} \{{ fill: (#[0-9A-Fa-f]{{6}});", css)
         assert m and m.group(1).upper() == planfigures.PLAN_PALETTE[role].upper(), (cls, role)
+
+
+def test_zero3_layers_merge_by_microbatch_not_across_forward_and_backward():
+    """Do ZeRO-3's per-layer blocks (each under 1/100 of the step) merge into F0, B0, F1, B1, not one "F0"?"""
+    b = pb.plan_budget(**KW, dp=16, zero_stage=3)
+    lay = planlayout.timeline_layout(b)
+    compute = [x for x in lay["blocks"] if x["lane"] == 0]
+    assert [(x["kind"], x["label"]) for x in compute] == [("F", "F0"), ("B", "B0"), ("F", "F1"), ("B", "B1")]
+    assert sum(int(re.search(r"等 (\d+) 段", x["title"]).group(1)) for x in compute) == 4 * 32

@@ -112,3 +112,32 @@ def test_bubble_read_off_the_timeline_is_narayanans(schedule, v, p, m, f, b):
     assert r.compute == pytest.approx(work)
     assert r.idle == pytest.approx((p - 1) / (v * m) * work, rel=1e-12)
     assert r.step == pytest.approx(r.compute + r.idle)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 32), (8, 8), (3, 2)])
+def test_chapter_4_and_chapter_6_read_the_same_schedule(schedule, p, m):
+    """Are chapter 4's in-flight counts and idle share (p−1)/(m+p−1) what chapter 6's timeline reads?"""
+    import parallel_budget as pb
+
+    assert pb.pipeline_in_flight(p, m, schedule).per_stage == tuple(
+        S.in_flight(o) for o in S.pipeline_order(schedule, p, m))
+    r = read(build(_spec(schedule, p, m, 1, 1.0, 2.0)), 0, 6)
+    assert r.idle / r.step == pytest.approx(pb.pipeline_bubble(p, m).idle_fraction, rel=1e-12)
+    assert r.idle / r.compute == pytest.approx(pb.pipeline_bubble(p, m).bubble_over_ideal, rel=1e-12)
+
+
+def test_torch_pipelining_reduces_fsdp_gradients_once_after_the_last_microbatch():
+    """Does torch's pipeline stage keep FSDP's parameters and gradients unsharded until the step's last backward?
+
+    Chapter 6 says so where it refuses ZeRO-2/3 with a pipeline: PyTorch combines them by not resharding and
+    not reducing between microbatches (torch/distributed/pipelining/stage.py, torch 2.13).
+    """
+    import inspect
+
+    from torch.distributed.pipelining import stage
+
+    between = inspect.getsource(stage._PipelineStageBase.backward_maybe_with_nosync)
+    assert "set_requires_gradient_sync(False)" in between and "set_reshard_after_backward(False)" in between
+    last = inspect.getsource(stage._PipelineStageBase.perform_reduce_grad)
+    assert "set_requires_gradient_sync(True)" in last and "post_backward()" in last

@@ -128,7 +128,7 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "micro_batch": _int(micro_batch, 1, 65536, "微批次大小"),
         "cluster": dropdown(list(CLUSTERS), cluster, "集群预设"),
         "device_memory": _text(device_memory, "每卡显存（留空按预设）"),
-        "inter_bw": _text(inter_bw, "跨节点带宽（留空按预设）"),
+        "inter_bw": _text(inter_bw, "跨节点带宽，每卡（留空按预设）"),
         "dp": _int(dp, 1, 4096, "DP"), "tp": _int(tp, 1, 4096, "TP"), "pp": _int(pp, 1, 4096, "PP"),
         "zero_stage": dropdown([0, 1, 2, 3], zero_stage, "ZeRO 阶段"),
         "schedule": dropdown(["1f1b", "gpipe", "interleaved"], schedule, "流水线调度"),

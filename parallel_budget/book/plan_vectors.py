@@ -61,7 +61,7 @@ FIELDS = [
     _f("recompute", "select", "none", options=["none", "selective", "full"]),
     _f("sequence_parallel", "select", "yes", options=YN),
     _f("hfu", "num", "0.4", 0, 1, lo_open=True),
-    _f("latency", "num", "10", 0, 1e6),  # microseconds per ring round
+    _f("latency", "num", "5", 0, 1e6),  # microseconds per ring round
     _f("bucket", "num", "25", 0, 1e6, lo_open=True),  # MiB per gradient bucket
     _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "2", 0, 64, lo_open=True),
     _f("optim_bytes", "num", "12", 0, 64),
@@ -208,6 +208,7 @@ def _cases():
         ({"devices": "64", "global_batch": "512"}, True),
         ({"schedule": "interleaved", "devices": "32", "global_batch": "64"}, True),
         ({"overlap_param_gather": "yes", "inter_bw": "5"}, True),
+        ({"inter_bw": "50"}, False),  # 8 ports × 50 GB/s is more than the node's 300 GB/s links: capped
         ({"inter_unit": "Gb/s", "inter_bw": "200"}, False),
         ({"inter_unit": "Gb/s"}, False),
         ({"memory_unit": "GB", "device_memory": "80"}, False),

@@ -154,7 +154,7 @@ def scaling_figure(layout, title: str | None = None):
         ax.legend(frameon=False, fontsize=MIN_FONT_PT, loc="upper left")
     else:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("跨节点单向带宽（GB/s）")
+        ax.set_xlabel("跨节点单向带宽，每卡（GB/s）")
     ax.set_xticks(xs, [f"{x:g}" for x in xs])
     if by_devices:
         ax.set_yticks(xs, [f"{x:g}" for x in xs])

@@ -12,9 +12,9 @@ Timeline: a lane per stream (compute, TP, DP, PP) for at most four pipeline
 ranks (the first two and the last two), blocks for the events, and marks: the
 exposed part of each collective (compute waits for it) and the idle time
 (the bubble).  Consecutive blocks of one kind closer than 1/200 of the step are
-merged when they belong to one microbatch (ZeRO-3's per-layer events) or the
-next is shorter than 1/100 of the step (hundreds of microbatches; a forward and a
-backward merged are drawn as computing): a drawing has at most a few hundred blocks
+merged when they belong to one microbatch (ZeRO-3's per-layer events); then a
+block still shorter than 1/100 of the step joins the one before it (hundreds of
+microbatches; a forward and a backward merged are drawn as computing): a drawing has at most a few hundred blocks
 per lane, and the hover text gives the count and the total.  Marks shorter than
 1/2000 of the step (under a pixel) are dropped; TP blocks are exposed as a whole
 (compute waits for them), so the TP lane has no marks.
@@ -64,9 +64,13 @@ def _what(e, zero3: bool) -> tuple:
 
 
 def _merge(blocks: list, gap: float, narrow: float) -> list:
-    """Merge consecutive [start, end, kind, label, what, count, busy] blocks closer than ``gap``: of one kind
-    with the same label (one microbatch's layers), or when the next is shorter than ``narrow`` (then a
-    forward merged with a backward becomes kind "C", computing)."""
+    """Merge consecutive [start, end, kind, label, what, count, busy] blocks closer than ``gap``: first those of
+    one kind with the same label (one microbatch's layers), then, of what that gives, a block shorter than
+    ``narrow`` into the one before it (then a forward merged with a backward becomes kind "C", computing)."""
+    return _merge_pass(_merge_pass(blocks, gap, 0.0), gap, narrow)
+
+
+def _merge_pass(blocks: list, gap: float, narrow: float) -> list:
     out = []
     for b in blocks:
         last = out[-1] if out else None

@@ -25,7 +25,10 @@ exactly DDP's all-reduce volume.  ZeRO-3 also has to all-gather every layer's
 parameters before using them, in forward and again in backward: two
 all-gathers plus one reduce-scatter, about 1.5x DDP.  :func:`zero_communication`
 counts what each rank sends in an ideal ring ((D-1)/D of the payload per
-reduce-scatter or all-gather), ignoring latency and prefetch overlap.
+reduce-scatter or all-gather), ignoring latency and prefetch overlap, for a
+step of one microbatch, as the paper does.  With gradient accumulation ZeRO-2
+reduce-scatters after every microbatch and ZeRO-3 repeats all three
+collectives per microbatch (:mod:`.planstep` schedules that).
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ class ZeroCommunication:
 
 
 def zero_communication(params, dp, stage, param_bytes=2, grad_bytes=2) -> ZeroCommunication:
-    """Per-rank send volume of one step's ZeRO collectives, next to DDP's.
+    """Per-rank send volume of one step's ZeRO collectives, next to DDP's (one microbatch per step).
 
     A reduce-scatter or an all-gather of ``n`` bytes sends (D-1)/D * n per rank
     in a ring; an all-reduce sends twice that.  Gradients are ``grad_bytes``,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pint
 
 from .communication import ring_send_factor
+from .schedule import in_flight, pipeline_order
 from .units import Q_, as_count, as_positive, fmt, fmt_percent
 
 
@@ -218,7 +219,9 @@ class PipelineInFlight:
 def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_microbatch=0) -> PipelineInFlight:
     """Peak microbatches in flight (forward done, backward not yet) on each stage.
 
-    GPipe: m on every stage.  1F1B: min(p - i, m) on stage i.
+    Read off the same schedules the plan builder runs (:func:`.schedule.pipeline_order`,
+    PyTorch's ``ScheduleGPipe`` and ``Schedule1F1B``): GPipe m on every stage,
+    1F1B min(p - i, m) on stage i.
     ``activation_per_microbatch`` (bytes one stage stores for one microbatch)
     turns the peak count into bytes.  At a fixed batch, a microbatch is 1/m of it:
     ``batch_fraction`` is the peak in units of the whole batch (GPipe 1, 1F1B p/m).
@@ -236,6 +239,9 @@ def pipeline_in_flight(stages, microbatches, schedule="1f1b", activation_per_mic
             f"pipeline_in_flight() 的参数 schedule 不认识 {schedule!r}。可用：\"gpipe\"、\"1f1b\"。"
         )
     act = as_bytes(activation_per_microbatch, arg="activation_per_microbatch", func="pipeline_in_flight")
-    per_stage = tuple(m if key == "gpipe" else min(p - i, m) for i in range(p))
+    if p > 1:
+        per_stage = tuple(in_flight(ops) for ops in pipeline_order(key, p, m))
+    else:  # one stage: GPipe still runs every forward first; 1F1B is plain accumulation
+        per_stage = (m if key == "gpipe" else 1,)
     peak = max(per_stage)
     return PipelineInFlight(key, p, m, per_stage, peak, (act * peak).to("B"))

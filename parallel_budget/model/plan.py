@@ -147,7 +147,7 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     layers = s["layers"] // (pp * v)
     sp = s["sequence_parallel"] and tp > 1
     per_node, lat = s["devices_per_node"], s["latency"]
-    bw = {"intra": s["intra_bw"], "inter": s["inter_bw"]}
+    bw = {"intra": s["intra_bw"], "inter": s["inter_bw"]}  # a point-to-point message uses one port
     shard = s["params"] / (tp * pp)
     grads, params = shard * s["grad_bytes"], shard * s["param_bytes"]
     # compute: seconds per FLOP on one device, FLOPs of one layer and microbatch on one device
@@ -159,14 +159,16 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     extra = {"none": 0.0, "selective": attn, "full": fwd}[s["recompute"]]
     # TP: all-reduces of b·s·h activations (or all-gather + reduce-scatter, the same time in the α-β model)
     tf = tb = d = 0.0
+    intra, inter = s["intra_bw"], s["inter_bw"]
     if tp > 1:
-        ar = T.call_time("all-reduce", tp, lat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES, bw[T.link(1, tp, per_node)])
+        ar = T.call_time("all-reduce", tp, lat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES,
+                         T.group_bandwidth(1, tp, per_node, intra, inter))
         tf, tb = layers * 2 * ar, layers * (4 if s["recompute"] == "full" else 2) * ar
     if pp > 1:
         msg = mb * s["seq"] * s["hidden"] * T.ACT_BYTES / (tp if sp else 1)
         d = T.call_time("send", pp, lat, msg, bw[T.link(tp * dp, pp, per_node)])
     k = max(1, math.ceil(grads / v / s["bucket"]))
-    dbw = bw[T.link(tp, dp, per_node)]
+    dbw = T.group_bandwidth(tp, dp, per_node, intra, inter)
     coll = "all-reduce" if stage == 0 else "reduce-scatter"
     return StepSpec(
         schedule=s["schedule"] if pp > 1 else "1f1b", p=pp, v=v, m=m, stage=stage, dp=dp > 1, layers=layers,
@@ -236,7 +238,7 @@ def _rows(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, sp_: StepSpec
 def _time(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     """The step read off its timeline (floats)."""
     spec = _spec(s, dp, tp, pp, stage, mb)
-    r = timeline.read(build(spec), 0, 6)
+    r = timeline.read(build(spec, keep=0), 0, 6)
     rows = [(*row, r.comm[row[0]], r.exposed[row[0]]) for row in _rows(s, dp, tp, pp, stage, mb, spec)]
     n = dp * tp * pp
     model, run, _ = T.train_flops(s["params"], s["global_batch"] * s["seq"], s["layers"], s["seq"], s["hidden"],
@@ -294,7 +296,8 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     ("none" | "selective" | "full"), ``sequence_parallel``.  Bytes per parameter:
     ``param_bytes``, ``grad_bytes``, ``optim_bytes``.  Cluster: ``devices_per_node``,
     ``device_memory``, ``intra_bw``, ``inter_bw`` (one-way effective bandwidth
-    per device: "25 GB/s", "200 Gb/s"), ``latency`` (α per ring round).
+    per device: "25 GB/s", "200 Gb/s"; a group spanning nodes with g devices in
+    each uses g ports, :func:`.planterms.group_bandwidth`), ``latency`` (α per ring step).
     Compute: ``compute`` (one device's measured compute for the whole global
     batch, without recomputation) or ``peak_flops`` and ``hfu`` (hardware FLOPs
     utilization while computing; recomputation counts).  Overlap:

@@ -35,7 +35,7 @@ DEFAULTS = dict(
     params=None, ffn=None, kv_heads=None, gated=False, dropout=True, flash_attention=False, tied_embeddings=False,
     schedule="1f1b", virtual_stages=None, recompute="none", sequence_parallel=True, param_bytes=2, grad_bytes=2,
     optim_bytes=12, devices_per_node=8, device_memory="80 GiB", intra_bw="150 GB/s", inter_bw="25 GB/s",
-    latency="10 us", bucket="25 MiB", compute=None, peak_flops=None, hfu=0.4, overlap_grad_reduce=True,
+    latency="5 us", bucket="25 MiB", compute=None, peak_flops=None, hfu=0.4, overlap_grad_reduce=True,
     overlap_param_gather=False,
 )
 REQUIRED = ("layers", "hidden", "heads", "seq", "vocab", "global_batch")

@@ -12,8 +12,10 @@ these p devices stand for all of them.
 * TP (Megatron-LM): after each F and B, its tensor-parallel collectives on the
   TP lane (two all-reduces per layer in forward, two in backward, the forward's
   two again under full recomputation; all-gathers and reduce-scatters of the
-  same volume with sequence parallelism).  They sit between the layers'
-  matrix multiplications, so compute waits for them.
+  same volume with sequence parallelism; Megatron-LM's extra all-gather of
+  the sequence-sharded input for the weight gradients, overlapped with
+  backward, is left out).  They sit between the layers' matrix
+  multiplications, so compute waits for them.
 * PP: each F's output goes to the next stage, each B's input gradient to the
   previous one, one message each, on the receiving device's lane for that link;
   the receiver's compute waits for it, the sender's does not (asynchronous send,
@@ -102,10 +104,10 @@ def _zero3(sp: StepSpec, tl: Timeline) -> None:
                 hold = done
 
 
-def build(sp: StepSpec) -> Timeline:
-    """The step's events, each put after what it depends on."""
+def build(sp: StepSpec, keep=None) -> Timeline:
+    """The step's events, each put after what it depends on (``keep``: store only that device's)."""
     p, v, m = sp.p, sp.v, sp.m
-    tl = Timeline(p)
+    tl = Timeline(p, keep)
     if sp.dp and sp.stage == 3:
         _zero3(sp, tl)
         return tl

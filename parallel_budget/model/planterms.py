@@ -8,14 +8,21 @@ distinct (stage, degree) combinations.
 Devices are numbered with tensor parallel innermost, then data parallel, then
 pipeline parallel (Megatron-LM's default order).  A group of ``size`` devices
 ``stride`` apart stays inside a node when ``stride * size`` divides the devices
-per node; otherwise its ring crosses nodes and the inter-node link, the slowest
-link of the ring, sets its time.
+per node; otherwise it crosses nodes (:func:`group_bandwidth` gives its
+bandwidth: every device has its own network port, and NCCL's rings leave a node
+through as many ports as the group has devices there).
 
 Time of one collective call (α-β model): ``rounds * latency + bytes / bandwidth``,
 where ``bytes`` is what one device sends and ``rounds`` is 2(R−1) for a ring
 all-reduce, R−1 for a reduce-scatter or an all-gather, 1 for a point-to-point
 send (each device sends 2(R−1)/R of the data in an all-reduce, (R−1)/R in the
-other two: :func:`.communication.ring_send_factor`).
+other two: :func:`.communication.ring_send_factor`).  This is the shape of
+NCCL's own cost model (``src/graph/tuning.cc``: a base latency plus one hop
+latency per ring step); the default α of 5 µs per step is within about a
+quarter of what that model charges for a 16-GPU, 2-node ring on NVLink and
+InfiniBand (Simple protocol: 8.4 µs + 28 × 3.4 µs + 2 × 9.6 µs ≈ 123 µs for an
+all-reduce against our 30 × 5 = 150 µs; ≈ 66 µs for a reduce-scatter or
+all-gather against our 75 µs).
 """
 
 from __future__ import annotations
@@ -72,6 +79,25 @@ def link(stride: int, size: int, per_node: int) -> str:
     return "intra" if size == 1 or (span <= per_node and per_node % span == 0) else "inter"
 
 
+def group_bandwidth(stride: int, size: int, per_node: int, intra: float, inter: float) -> float:
+    """Bus bandwidth (one way, per device) of a ring over ``size`` devices ``stride`` apart.
+
+    Inside a node: ``intra``.  Across nodes every device has its own network
+    port of ``inter`` (one InfiniBand port per GPU on DGX A100 and H100 nodes).
+    NCCL runs several rings (channels) at once, each leaving the node through a
+    different port, so a group with g of its devices in each node moves
+    g·inter out of a node, and at most what the links inside the node carry:
+    min(intra, g·inter).  NCCL's tuning model says the same (bus bandwidth =
+    channels × per-channel speed), and its maintainers quote a node's NIC
+    total as the bus bandwidth to expect (NVIDIA/nccl-tests issues 100 and 152,
+    NVIDIA/nccl issue 412).  A group with one device per node gets one port.
+    """
+    if link(stride, size, per_node) == "intra":
+        return intra
+    g = max(1, min(size, per_node // stride))
+    return min(intra, g * inter)
+
+
 def layer_params(hidden: int, ffn: int, gated: bool, kv_ratio: float = 1.0) -> float:
     """Weights of one transformer layer: Q and O (2h²), K and V (2h² · kv_heads/heads), MLP 2 or 3 (gated) · h · ffn.
 
@@ -119,9 +145,10 @@ def split_problem(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> st
         return (f"global_batch={s['global_batch']} 不是 dp×micro_batch={dp}×{mb} 的整数倍："
                 "全局 batch 要保持不变，每个副本要分到整数个微批次。")
     if pp > 1 and stage >= 2 and dp > 1:
-        return (f"zero_stage={stage} 不能与 pp={pp} 同用：ZeRO-2/3 的梯度分片要求每个微批次的反向之后立刻 "
-                "reduce-scatter，流水线里每个阶段都要为每个微批次付这笔通信，DeepSpeed 也拒绝这种组合"
-                "（它的流水线引擎只接受 ZeRO-0/1）。本模型同样只接受 zero_stage=0 或 1。")
+        return (f"zero_stage={stage} 不能与 pp={pp} 同用：本模型不建这种组合。分片的梯度要求每个微批次的反向之后就 "
+                "reduce-scatter，流水线的每个阶段都要为每个微批次付这笔通信，DeepSpeed 的流水线引擎因此只接受 ZeRO-0/1；"
+                "PyTorch 的流水线配 FSDP 时则在微批次之间保留完整的参数和梯度、步末才归约一次，分片省下的显存也就没有了。"
+                "请用 zero_stage=0 或 1，或 pp=1。")
     if pp > 1 and s["schedule"] == "interleaved":
         return interleave_problem(s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
     return ""

@@ -45,13 +45,18 @@ class Timeline:
     them (Megatron's collectives sit between a layer's matrix multiplications).
     """
 
-    __slots__ = ("devices", "free", "ev", "last_start")
+    __slots__ = ("devices", "free", "ev", "last_start", "keep")
 
-    def __init__(self, devices: int):
+    def __init__(self, devices: int, keep=None):
+        """``keep``: the one device whose events are stored (None: all); the others are only scheduled.
+
+        Reading one device (:func:`read`) needs only its events; a search skips storing the rest.
+        """
         self.devices = devices
         self.free = [0.0] * (devices * NSTREAMS)
         self.ev = [[] for _ in range(devices)]
         self.last_start = 0.0
+        self.keep = keep
 
     def put(self, device: int, stream: int, work: float, ready: float = 0.0, tail: float = 0.0, row: int = -1,
             tag=None, tp: float = 0.0) -> float:
@@ -69,7 +74,8 @@ class Timeline:
             e += tp
         self.free[lane] = e
         self.last_start = s
-        self.ev[device].append((stream, s, e, work, row, tag, tp, busy))
+        if self.keep is None or device == self.keep:
+            self.ev[device].append((stream, s, e, work, row, tag, tp, busy))
         return e
 
     @property

@@ -31,7 +31,7 @@ const FIELDS = [
   sel('zero_stage', '2', ['0', '1', '2', '3']), sel('schedule', '1f1b', ['1f1b', 'gpipe', 'interleaved']),
   f('virtual_stages', 'int', '2', 1, 64), sel('recompute', 'none', ['none', 'selective', 'full']),
   sel('sequence_parallel', 'yes', YN),
-  f('hfu', 'num', '0.4', 0, 1, { open: 1 }), f('latency', 'num', '10', 0, 1e6), f('bucket', 'num', '25', 0, 1e6, { open: 1 }),
+  f('hfu', 'num', '0.4', 0, 1, { open: 1 }), f('latency', 'num', '5', 0, 1e6), f('bucket', 'num', '25', 0, 1e6, { open: 1 }),
   f('param_bytes', 'num', '2', 0, 64, { open: 1 }), f('grad_bytes', 'num', '2', 0, 64, { open: 1 }), f('optim_bytes', 'num', '12', 0, 64),
   f('compute', 'num', '', 0, 1e7, { open: 1, optional: 1 }),
   sel('overlap_grad_reduce', 'yes', YN), sel('overlap_param_gather', 'no', YN),
@@ -84,7 +84,7 @@ function read(raw) {
   else if (v.kv_heads % v.tp) errors.tp = `tp=${v.tp} 不能整除 kv_heads=${v.kv_heads}：每个 TP rank 要分到整数组 K、V 头`;
   if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}：每个流水线阶段要分到整数层`;
   if (v.global_batch % (v.dp * v.micro_batch)) errors.micro_batch = `global_batch=${v.global_batch} 不是 dp×micro_batch=${v.dp}×${v.micro_batch} 的整数倍：全局 batch 要保持不变`;
-  else if (v.pp > 1 && v.dp > 1 && +v.zero_stage >= 2) errors.zero_stage = `ZeRO-${v.zero_stage} 不能与 pp=${v.pp} 同用：ZeRO-2/3 每个微批次都要 reduce-scatter 梯度，DeepSpeed 也拒绝这种组合；请选 ZeRO-0/1 或 pp=1`;
+  else if (v.pp > 1 && v.dp > 1 && +v.zero_stage >= 2) errors.zero_stage = `ZeRO-${v.zero_stage} 不能与 pp=${v.pp} 同用：本模型不建这种组合（分片的梯度要求每个微批次都 reduce-scatter，DeepSpeed 的流水线引擎也只接受 ZeRO-0/1）；请选 ZeRO-0/1 或 pp=1`;
   else if (v.pp > 1 && v.schedule === 'interleaved') {
     const why = interleaveProblem(v.layers, v.pp, v.virtual_stages, v.global_batch / (v.dp * v.micro_batch));
     if (why) errors.virtual_stages = why;
@@ -130,6 +130,8 @@ function activations(seq, b, h, a, t, sp, rc, o = {}) {
 
 // planterms: links, α-β calls, FLOPs, splits.
 const link = (stride, size, perNode) => (size === 1 || (stride * size <= perNode && perNode % (stride * size) === 0) ? 'intra' : 'inter');
+// group_bandwidth: inside a node the node's links; across nodes g ports (g devices of the group per node), capped by them.
+const groupBw = (stride, size, perNode, intra, inter) => (link(stride, size, perNode) === 'intra' ? intra : Math.min(intra, Math.max(1, Math.min(size, Math.floor(perNode / stride))) * inter));
 const share = (c, r) => { const x = 2 * (r - 1) / r; return c === 'all-reduce' ? x : x / 2; };
 const callTime = (c, r, lat, data, bw) => (c === 'send' ? lat + data / bw : (c === 'all-reduce' ? 2 * (r - 1) : r - 1) * lat + share(c, r) * data / bw);
 function trainFlops(params, tokens, layers, seq, hidden, rc) {
@@ -352,11 +354,11 @@ function spec(s, dp, tp, pp, stage, mb) {
   const extra = { none: 0.0, selective: attn, full: fwd }[s.recompute];
   let tf = 0.0, tb = 0.0, d = 0.0;
   if (tp > 1) {
-    const ar = callTime('all-reduce', tp, lat, mb * s.seq * s.hidden * ACT, bw[link(1, tp, per)]);
+    const ar = callTime('all-reduce', tp, lat, mb * s.seq * s.hidden * ACT, groupBw(1, tp, per, s.intra_bw, s.inter_bw));
     tf = layers * 2 * ar; tb = layers * (s.recompute === 'full' ? 4 : 2) * ar;
   }
   if (pp > 1) d = callTime('send', pp, lat, mb * s.seq * s.hidden * ACT / (sp ? tp : 1), bw[link(tp * dp, pp, per)]);
-  const k = Math.max(1, Math.ceil(grads / v / s.bucket)), dbw = bw[link(tp, dp, per)];
+  const k = Math.max(1, Math.ceil(grads / v / s.bucket)), dbw = groupBw(tp, dp, per, s.intra_bw, s.inter_bw);
   return {
     schedule: pp > 1 ? s.schedule : '1f1b', p: pp, v, m, stage, dp: dp > 1, layers, f: layers * fwd, b: layers * (2 * fwd + extra), tf, tb, d, buckets: k,
     grad_bucket: callTime(stage === 0 ? 'all-reduce' : 'reduce-scatter', dp, lat, grads / v / k, dbw),
@@ -541,7 +543,9 @@ function what(e, zero3) {
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
   return ['dp', SHORT[ROWS[e.row]], name + (j >= 0 ? `：微批次 ${j}` : '')];
 }
-function merge(blocks, gap, narrow) {
+// planlayout._merge: one microbatch's blocks first, then a block still narrower than `narrow` into the one before.
+function merge(blocks, gap, narrow) { return mergePass(mergePass(blocks, gap, 0.0), gap, narrow); }
+function mergePass(blocks, gap, narrow) {
   const out = [];
   for (const b of blocks) {
     const last = out[out.length - 1];
@@ -637,7 +641,7 @@ function assumptions(o, s) {
     `激活按 Korthikanti 等（2022）的每层公式（16 位激活，${layer}），不含嵌入与输出 logits。`,
     `流水线调度 ${SCHED[s.schedule]}${v > 1 ? `（每 rank ${v} 个虚拟阶段）` : ''}：第一个流水线 rank 峰值时保存 ${o.in_flight} 份（阶段×微批次）激活。`,
     'ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。',
-    '通信用理想 ring 与 α-β 模型：每轮延迟 α 加上每卡发送量除以单向有效带宽；跨节点的 ring 按最慢链路计。',
+    '通信用理想 ring 与 α-β 模型：每一步（ring 的一轮）延迟 α，加上每卡发送量除以带宽；跨节点的组每节点有 g 张卡就用 g 张网卡（NCCL 的几个 ring 从不同网卡出节点），带宽取节点内带宽与 g × 跨节点每卡带宽中较小的一个；点对点发送用一张网卡。',
     `设备编号 TP 最内、DP 其次、PP 最外；每节点 ${s.devices_per_node} 卡。`,
     `时间线：DP 集合通信在自己的流上一次一个；梯度按 ${trim(s.bucket / 2 ** 20)} MiB 的桶跟在反向后面归约${s.overlap_grad_reduce ? '' : '（已关闭重叠：反向结束后才归约，计算等它）'}；ZeRO-1/2 更新后参数的 all-gather ${s.overlap_param_gather ? '与下一步的前向重叠' : '排在优化器之后、这一步的最后'}；ZeRO-3 每层聚合参数并预取一层；TP 通信夹在层内计算之间；PP 异步发送，接收方等待；读数取第一个流水线 rank。`,
     `计算时间${s.compute_single !== null ? '按一张卡实测的整步计算时间均分到所有卡' : `按每卡峰值 ${trim(s.peak_flops, 3)} FLOP/s × HFU ${pct(s.hfu)} 估算（重算也按这个速度）`}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；优化器本身的时间不计。`,

@@ -17,7 +17,7 @@ const LABELS = {
   device_memory: '每卡显存', memory_unit: '显存单位', intra_bw: '节点内单向带宽', intra_unit: '节点内带宽单位', inter_bw: '跨节点单向带宽（每卡）',
   inter_unit: '跨节点带宽单位', peak_tflops: '每卡峰值（TFLOP/s）', dp: 'DP', tp: 'TP', pp: 'PP', zero_stage: 'ZeRO 阶段', schedule: '流水线调度',
   virtual_stages: '虚拟阶段数 v', recompute: '重算', sequence_parallel: '序列并行', kv_heads: 'K、V 头组数', ffn: 'MLP 宽度', gated: '门控 MLP（SwiGLU）',
-  dropout: 'dropout', flash_attention: 'FlashAttention', params: '参数量（留空按形状推出）', hfu: 'HFU（0 到 1）', latency: '每轮延迟 α（µs）',
+  dropout: 'dropout', flash_attention: 'FlashAttention', params: '参数量（留空按形状推出）', hfu: 'HFU（0 到 1）', latency: '每步延迟 α（µs）',
   bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
 };
@@ -25,15 +25,15 @@ const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
   heads: '注意力头数，要整除隐藏维度。', seq: '每条序列的词元数。', vocab: '只影响嵌入层和输出层的参数量。',
   global_batch: '一次参数更新用的序列数，每个切分都保持不变。', micro_batch: '每个微批次的序列数；每卡的微批次数 = 全局 batch ÷ (DP × b)。',
-  cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上。',
-  device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '网卡标称常写成 Gb/s，注意单位。',
+  cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上，以及跨节点的组在每个节点用几张网卡。',
+  device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '每卡分到的网卡带宽（节点网卡总带宽 ÷ 每节点卡数）；网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
   pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。',
   virtual_stages: '交错式 1F1B 每个 rank 负责几段层。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
   sequence_parallel: 'TP 组内按序列切开逐词元的操作，激活再除以 TP。', kv_heads: 'GQA 的 K、V 头组数；等于头数就是普通多头注意力。',
   ffn: 'MLP 的中间宽度。', gated: 'SwiGLU 有三个矩阵，激活也多存两路。', dropout: '有 dropout 要多存掩码。',
   flash_attention: '不存 s×s 注意力矩阵的实现（FlashAttention 一类）。', params: '直接给参数量，如 7B。',
-  hfu: '计算时的硬件 FLOPs 利用率，重算也按它算。', latency: '集合通信每一轮的启动延迟。', bucket: 'PyTorch DDP 默认 25 MiB。',
+  hfu: '计算时的硬件 FLOPs 利用率，重算也按它算。', latency: '集合通信每一步（ring 的一轮）的延迟；NCCL 的代价模型约 3 到 10 µs。', bucket: 'PyTorch DDP 默认 25 MiB。',
   param_bytes: 'BF16 参数是 2。', grad_bytes: 'BF16 梯度是 2。', optim_bytes: '混合精度 Adam 是 12。',
   compute: '一张卡算完整个全局 batch 的实测秒数（不重算）；填了就不用峰值和 HFU。', overlap_grad_reduce: '关掉时，反向结束才归约，计算等它。',
   overlap_param_gather: 'Megatron-LM 的 --overlap-param-gather，只对 ZeRO-1/2 起作用。', devices: '搜索时一共用几张卡。',
@@ -104,7 +104,7 @@ function scalingSvg(L, width) {
     if (i === pts.length - 1 || i === 0 || w / pts.length > 46) body += text(at === 'end' ? width - 2 : px, y(ys[i]) - 9, pct(p.efficiency), 'pb-small', at);
   });
   body += text(left - 4, top + 4, `${trim(pts.reduce((a, p) => Math.max(a, p.speedup), 0))}×`, 'pb-small', 'end');
-  body += text(left + w, top + h + 32, byDev ? '卡数' : '跨节点带宽（GB/s）', 'pb-small', 'end');
+  body += text(left + w, top + h + 32, byDev ? '卡数' : '跨节点带宽，每卡（GB/s）', 'pb-small', 'end');
   return svg(width, top + h + 38, `加速比与效率随${byDev ? '卡数' : '跨节点带宽'}变化`, body);
 }
 
