@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from serve import launch  # noqa: E402
 
 import parallel_budget as pb  # noqa: E402
+from parallel_budget.book.sphinxext import PLAN_JS  # noqa: E402
 from parallel_budget.model import planterms  # noqa: E402
 
 CALC = ROOT / "book" / "_static" / "calc"
@@ -124,8 +125,8 @@ def browser(devices: int, batch: int, repeat: int) -> None:
             ctx.route("**/*", lambda route: route.abort())  # nothing leaves the machine
             page = ctx.new_page()
             page.set_content("<!doctype html><meta charset=utf-8><body></body>")
-            for js in ("model.js", "plan.js", "planview.js"):
-                page.add_script_tag(content=(CALC / js).read_text(encoding="utf-8"))
+            for js in ("calc/model.js", *PLAN_JS):  # the plan page's scripts, in its order
+                page.add_script_tag(content=(CALC.parent / js).read_text(encoding="utf-8"))
             r = page.evaluate(f"() => {{ {_js_body(devices, batch, repeat)} }}")
             line(f"chromium plan.js search({devices})", r["times"], f"{r['candidates']} splits, {r['fits']} fit, {r['timed']} timed")
             for name, inputs in (("default plan", {}), ("pipeline, 256 microbatches", PIPELINE)):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 
 from conftest import ROOT
 from parallel_budget.book import sphinxext
@@ -33,15 +36,55 @@ def loaded(body: str) -> list:
 
 
 def test_plan_js_only_on_pages_that_mount_the_builder():
-    """Does a page with data-calc="plan" get plan.js after model.js and before main.js, other pages not?"""
+    """Does a page with data-calc="plan" get plantimeline.js, plan.js and planview.js, in that order, after
+    model.js and before main.js, other pages none of them?"""
+    plan = ["calc/plantimeline.js", "calc/plan.js", "calc/planview.js"]
     alone = loaded('<div class="pb-calc" data-calc="plan"></div>')
-    assert alone[:4] == ["calc/model.js", "calc/plan.js", "calc/planview.js", "calc/main.js"]
+    assert alone[:5] == ["calc/model.js", *plan, "calc/main.js"]
     assert "calc/plan.css" in alone and "calc/calc.css" in alone
     mixed = loaded('<div class="pb-calc" data-calc="ring"></div><div class="pb-calc" data-calc="plan"></div>')
-    assert mixed.index("calc/model.js") < mixed.index("calc/plan.js") < mixed.index("calc/planview.js") < mixed.index("calc/main.js")
+    order = [mixed.index(js) for js in ("calc/model.js", *plan, "calc/main.js")]
+    assert order == sorted(order)
     assert "calc/ui.js" in mixed and "calc/record.js" not in mixed and "calc/ui.js" not in alone
     for body in ('<div class="pb-calc" data-calc="ring"></div>', '<div class="pb-record">', "<p>plan</p>"):
-        assert "calc/plan.js" not in loaded(body) and "calc/plan.css" not in loaded(body)
+        assert not {*plan, "calc/plan.css"} & set(loaded(body))
+
+
+# The plan page's scripts as a browser runs them: classic scripts sharing one global object, no require().
+CLASSIC = """
+const vm = require('node:vm'), fs = require('node:fs');
+const [dir, ...names] = JSON.parse(process.argv[1]);
+const page = vm.createContext({});
+for (const name of names) vm.runInContext(fs.readFileSync(dir + '/' + name, 'utf8'), page, { filename: name });
+const r = vm.runInContext('PBPlan.evaluate({})', page);
+console.log(JSON.stringify({ globals: Object.keys(page).filter((k) => k.startsWith('PB')).sort(), step: r.out.step,
+  blocks: vm.runInContext('PBPlan.layouts(PBPlan.evaluate({})).timeline.blocks.length', page) }));
+"""
+
+
+def test_the_plan_scripts_run_as_classic_scripts_in_the_page_order():
+    """Do model.js and the plan builder's scripts, run in the order the page loads them as plain browser scripts
+    (one shared global, no require or module), define PBPlan and price and lay out the default plan, the same
+    step as node's require() gives; and does plan.js alone, without plantimeline.js, fail?"""
+    node = shutil.which("node")
+    assert node, "node 20 is needed for the JavaScript tests (apt-get install nodejs)"
+    names = [js.removeprefix("calc/") for js in loaded('<div class="pb-calc" data-calc="plan"></div>')
+             if js.endswith(".js") and js != "calc/main.js"]
+
+    def run(files):
+        return subprocess.run([node, "-e", CLASSIC, json.dumps([str(ASSETS / "calc"), *files])],
+                              capture_output=True, text=True, timeout=60)
+
+    proc = run(names)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["globals"] == ["PBModel", "PBPlan", "PBPlanTimeline", "PBPlanView"] and r["blocks"] > 0
+    required = subprocess.run([node, "-e", f"globalThis.PBModel = require({json.dumps(str(ASSETS / 'calc' / 'model.js'))});"
+                               f"console.log(require({json.dumps(str(ASSETS / 'calc' / 'plan.js'))}).evaluate({{}}).out.step)"],
+                              capture_output=True, text=True, timeout=60, check=True)
+    assert r["step"] == float(required.stdout)
+    proc = run([n for n in names if n != "plantimeline.js"])
+    assert proc.returncode != 0 and "require is not defined" in proc.stderr
 
 
 def test_every_page_loads_within_its_budget():
@@ -58,8 +101,8 @@ def test_every_page_loads_within_its_budget():
 
 
 def test_plan_js_is_a_classic_offline_script():
-    """Are plan.js and planview.js free of ES module syntax and of any request to the network?"""
-    for name in ("plan.js", "planview.js"):
+    """Are the plan builder's scripts free of ES module syntax and of any request to the network?"""
+    for name in [js.removeprefix("calc/") for js in sphinxext.PLAN_JS]:
         text = (ASSETS / "calc" / name).read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M)
         assert not re.search(r"https?://|\bfetch\(|XMLHttpRequest|WebSocket", text)
@@ -79,6 +122,7 @@ def test_built_chapter_shows_the_package_numbers(built_site):
         assert value in shown, (value, shown)
     assert html.count('class="pb-table"') == 4 and "论文 / 本课" in html
     assert html.count("<img") == 5  # the four ZeRO timelines (one figure), the pipeline, memory, two scaling curves
-    assert 'data-calc="plan"' in html and "calc/plan.js" in html and "calc/ui.js" not in html
+    assert 'data-calc="plan"' in html and "calc/ui.js" not in html
+    assert all(html.index(a) < html.index(b) for a, b in zip(sphinxext.PLAN_JS, sphinxext.PLAN_JS[1:]))
     record = (built_site / "book" / "plan-record.html").read_text(encoding="utf-8")
     assert 'name="plan_numbers"' in record and "calc/plan.js" not in record

@@ -36,7 +36,7 @@ def test_tools_are_added_only_to_pages_that_mount_them():
 
 def test_registered_files_exist():
     """Are the files the extension registers present under book/_static/?"""
-    for js in sphinxext.CALC_JS:
+    for js in (*sphinxext.CALC_JS, *sphinxext.PLAN_JS, sphinxext.PRACTICE_JS):
         assert (ASSETS.parent / js).is_file()
     assert (ASSETS.parent / sphinxext.CALC_CSS).is_file()
 
@@ -61,9 +61,27 @@ def test_assets_stay_within_budget_and_offline():
 
 def test_scripts_are_classic_so_file_urls_work():
     """Are the page scripts free of ES module syntax, which browsers refuse from file://?"""
-    for js in sphinxext.CALC_JS:
+    for js in (*sphinxext.CALC_JS, *sphinxext.PLAN_JS, sphinxext.PRACTICE_JS):
         text = (ASSETS.parent / js).read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|export)\b|\bimport\(", text, flags=re.M), js
+
+
+def test_pages_are_rewritten_when_their_assets_change(tmp_path):
+    """Does an incremental build write every page again (script tags, checksums) when a file of book/_static
+    changes, and no page when nothing did?"""
+    from types import SimpleNamespace
+
+    static = tmp_path / "book" / "_static" / "calc"
+    static.mkdir(parents=True)
+    (static / "plan.js").write_text("1", encoding="utf-8")
+    app, env = SimpleNamespace(srcdir=str(tmp_path)), SimpleNamespace(found_docs={"b", "a"})
+    assert sphinxext._rewrite_pages_for_new_assets(app, env) == ["a", "b"]  # first build with this extension
+    assert sphinxext._rewrite_pages_for_new_assets(app, env) is None
+    (static / "plantimeline.js").write_text("2", encoding="utf-8")
+    assert sphinxext._rewrite_pages_for_new_assets(app, env) == ["a", "b"]
+    (static / "plan.js").write_text("3", encoding="utf-8")
+    assert sphinxext._rewrite_pages_for_new_assets(app, env) == ["a", "b"]
+    assert sphinxext._rewrite_pages_for_new_assets(app, env) is None
 
 
 def test_parallel_reading_is_allowed_for_the_undeclared_but_safe_extensions():

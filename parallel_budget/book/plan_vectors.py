@@ -1,8 +1,9 @@
 """The plan builder's form model and the test vectors that hold its JavaScript twin to Python.
 
-The site's plan builder (``book/_static/calc/plan.js``, drawn by ``planview.js``)
-reads the strings a reader types into :data:`FIELDS`; :func:`evaluate` turns
-valid strings into one call of :func:`parallel_budget.plan_budget` (with its
+The site's plan builder (``book/_static/calc/plan.js`` and its step timeline
+``plantimeline.js``, drawn by ``planview.js``) reads the strings a reader types
+into :data:`FIELDS`; :func:`evaluate` turns valid strings into one call of
+:func:`parallel_budget.plan_budget` (with its
 scaling curve, and with ``devices`` the ten fastest splits of
 :func:`parallel_budget.search_plans`) and returns plain floats in SI units
 (bytes, bytes/s, seconds); :func:`layouts` gives the three drawings' data

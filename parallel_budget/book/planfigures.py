@@ -1,7 +1,7 @@
 """The plan builder's drawings as matplotlib figures, for chapter 6 and JupyterLab.
 
 Each function draws a layout of :mod:`.planlayout` (the same data the site's
-SVG draws, ``book/_static/calc/plan.js``): a step's timeline, the memory bar
+SVG draws, ``book/_static/calc/planview.js``): a step's timeline, the memory bar
 against the device's memory, the scaling curve.  No formula is evaluated here.
 Colours follow :data:`.figures.PALETTE`, plus the roles of :data:`PLAN_PALETTE`,
 which ``book/_static/calc/plan.css`` uses for the same classes

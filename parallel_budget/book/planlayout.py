@@ -3,10 +3,11 @@
 :func:`timeline_layout`, :func:`memory_layout` and :func:`scaling_layout` turn a
 :class:`~parallel_budget.PlanBudget` (or a :class:`~parallel_budget.PlanScaling`)
 into lanes, blocks and marks with their labels.  :mod:`.planfigures` draws them
-with matplotlib for the chapter and JupyterLab; ``book/_static/calc/plan.js``
-computes the same layout and draws it as SVG, held to this module by
-``tests/vectors/plan.json`` (:mod:`.plan_vectors`).  No formula here: only which
-events are shown, merged and labelled.
+with matplotlib for the chapter and JupyterLab; ``book/_static/calc/plantimeline.js``
+(the timeline) and ``plan.js`` (memory, scaling) compute the same layouts and
+``planview.js`` draws them as SVG, held to this module by ``tests/vectors/plan.json``
+(:mod:`.plan_vectors`).  No formula here: only which events are shown, merged and
+labelled.
 
 Timeline: a lane per stream (compute, TP, DP, PP) for at most four pipeline
 ranks (the first two and the last two), blocks for the events, and marks: the

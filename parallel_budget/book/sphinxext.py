@@ -17,6 +17,11 @@ Sphinx's ``env.note_dependency``, on the package files it needs
 (:mod:`.builddeps`), so editing a formula re-reads, and so re-executes, exactly
 the pages that import it; a prose edit re-executes only its own page.
 
+A page's script and stylesheet tags (which of ``book/_static``'s files it loads, with their ``?v=``
+checksums) are written with the page, not read from its source: when this module or a file of
+``book/_static`` changes, an incremental build re-writes every page (:func:`_rewrite_pages_for_new_assets`),
+without re-reading or re-executing any.
+
 A downloaded notebook runs (issue 13): after a successful HTML build the site gets
 ``downloads/parallel_budget-<version>-py3-none-any.whl`` (:mod:`.wheel`).
 
@@ -31,6 +36,7 @@ JupyterLab and download them from the site (:mod:`.notebooklinks`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -45,8 +51,9 @@ logger = logging.getLogger(__name__)
 CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
 CALC_CSS = "calc/calc.css"
 MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
-# The plan builder (model and view, larger scripts) only where it is mounted, after model.js and before main.js.
-PLAN_JS = ("calc/plan.js", "calc/planview.js")
+# The plan builder (its step timeline, model and view, larger scripts) only where it is mounted, in this order,
+# after model.js and before main.js (plan.js needs plantimeline.js, planview.js needs plan.js).
+PLAN_JS = ("calc/plantimeline.js", "calc/plan.js", "calc/planview.js")
 PLAN_CSS = "calc/plan.css"
 KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
 # Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.
@@ -90,6 +97,25 @@ def _add_tools(app, pagename, templatename, context, doctree):
             app.add_js_file(CALC_JS[0], defer="defer")
         app.add_css_file(PRACTICE_CSS)
         app.add_js_file(PRACTICE_JS, defer="defer")
+
+
+def assets_fingerprint(srcdir) -> str:
+    """What the pages' script and stylesheet tags depend on: this module (which files a page loads, in which
+    order) and every file of book/_static (their checksums)."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    static = Path(srcdir) / "book" / "_static"
+    for path in sorted(p for p in static.rglob("*") if p.is_file()):
+        h.update(b"\0" + str(path.relative_to(static)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _rewrite_pages_for_new_assets(app, env):
+    """``env-updated``: every page, to be written again, when the assets' fingerprint changed since the last build."""
+    new = assets_fingerprint(app.srcdir)
+    if getattr(env, "pb_assets_fingerprint", None) == new:
+        return None
+    env.pb_assets_fingerprint = new  # pickled with the environment
+    return sorted(env.found_docs)
 
 
 def _plain_home_title(app, pagename, templatename, context, doctree):
@@ -152,6 +178,7 @@ def setup(app):
     app.connect("build-finished", _ship_wheel)
     app.add_post_transform(wheel.DownloadLinks)
     app.connect("source-read", _note_package_dependencies)
+    app.connect("env-updated", _rewrite_pages_for_new_assets)
     app.connect("html-page-context", _add_tools)
     app.connect("html-page-context", _plain_home_title)
     app.connect("html-page-context", _drop_online_scripts, priority=900)

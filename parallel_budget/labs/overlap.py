@@ -3,11 +3,11 @@
 A small MLP is trained with DDP for a few steps for each ``bucket_cap_mb``, in
 two halves (``mode="both"``; ``"emulated"`` or ``"gloo"`` runs one):
 
-* **an emulated link** of ``bandwidth_gbps`` GB/s.  A DDP communication hook
-  runs the real all-reduce, then completes the bucket's future only when the
-  bucket has also crossed a serial link: it starts when the bucket is ready and
-  the link is free and takes ``ring_allreduce(R, bucket, bandwidth).lower_bound``,
-  on a timer thread that sleeps.  Communication then costs wall time but no CPU,
+* **an emulated link** of ``bandwidth_gbps`` GB/s (:mod:`.emulatedlink`).  A
+  DDP communication hook runs the real all-reduce, then completes the bucket's
+  future only when the bucket has also crossed a serial link: it starts when the
+  bucket is ready and the link is free and takes ``ring_allreduce(R, bucket,
+  bandwidth).lower_bound``, on a timer thread that sleeps.  Communication then costs wall time but no CPU,
   as on a GPU whose copy engines move data while the SMs compute;
 * **the real gloo all-reduce**, whose threads compete with the backward pass for
   the same two CPU cores.
@@ -45,14 +45,13 @@ last bucket's own link time is always exposed.
 
 from __future__ import annotations
 
-import heapq
 import statistics
 import sys
-import threading
 import time
 
 from .report import Report, Row
 from .cli import main
+from .emulatedlink import Link, step_parts, straggler_step
 from .runtime import Option
 
 NAME = "overlap"
@@ -68,79 +67,6 @@ OPTIONS = {
     "batch": Option(256, "每个 rank 的 batch 大小", minimum=1, maximum=4096),
     "steps": Option(5, "每种配置计时的步数（取中位数）", minimum=1, maximum=100),
 }
-
-
-class _Timer:
-    """One thread that sleeps until the earliest due callback and runs it (the emulated link's clock)."""
-
-    def __init__(self):
-        self.cv = threading.Condition()
-        self.heap, self.count, self.closed = [], 0, False
-        self.thread = threading.Thread(target=self._run, name="pb-emulated-link", daemon=True)
-        self.thread.start()
-
-    def at(self, due: float, fn) -> None:
-        with self.cv:
-            heapq.heappush(self.heap, (due, self.count, fn))
-            self.count += 1
-            self.cv.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self.cv:
-                while not self.closed and (not self.heap or self.heap[0][0] > time.monotonic()):
-                    self.cv.wait(self.heap[0][0] - time.monotonic() if self.heap else None)
-                if not self.heap:
-                    return
-                fn = heapq.heappop(self.heap)[2]
-            fn()
-
-    def close(self) -> None:
-        with self.cv:
-            self.closed = True
-            self.cv.notify()
-        self.thread.join(10)
-
-
-class _Link:
-    """How a bucket is all-reduced: the real collective, and with ``bandwidth`` (B/s) an emulated serial link too.
-
-    Emulated: the bucket enters the link when it is launched and the link is free, stays for the ring
-    all-reduce time the package gives for its size, and its future completes when that time is over
-    *and* the real all-reduce (which computes the result) has finished.
-    """
-
-    def __init__(self, dist, ranks: int, bandwidth: float | None):
-        self.dist, self.ranks, self.bandwidth = dist, ranks, bandwidth
-        self.free = 0.0
-        self.lock = threading.Lock()
-        self.timer = _Timer() if bandwidth else None
-
-    def seconds(self, nbytes: int) -> float:
-        from ..model.communication import ring_allreduce
-        from ..model.units import Q_
-
-        return ring_allreduce(self.ranks, Q_(nbytes, "B"), Q_(self.bandwidth, "B/s")).lower_bound.to("s").magnitude
-
-    def launch(self, tensor, entry: dict | None = None):
-        """The bucket's future; on the emulated link ``entry["link"]`` gets its [start, end] there (monotonic s)."""
-        import torch
-
-        real = self.dist.all_reduce(tensor, async_op=True).get_future()
-        if self.timer is None:
-            return real.then(lambda f: f.value()[0])
-        with self.lock:
-            start = max(time.monotonic(), self.free)
-            self.free = end = start + self.seconds(tensor.numel() * tensor.element_size())
-        if entry is not None:
-            entry["link"] = (start, end)
-        out = torch.futures.Future()
-        real.add_done_callback(lambda f: self.timer.at(end, lambda: out.set_result(f.value()[0])))
-        return out
-
-    def close(self) -> None:
-        if self.timer is not None:
-            self.timer.close()
 
 
 def _modes(mode: str) -> tuple:
@@ -160,7 +86,7 @@ def worker(ctx, opts) -> dict:
     x = torch.randn(opts["batch"], w, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     out = {"params": None, "configs": []}
     for mode in _modes(opts["mode"]):
-        link = _Link(dist, R, opts["bandwidth_gbps"] * 1e9 if mode == "emulated" else None)
+        link = Link(dist, R, opts["bandwidth_gbps"] * 1e9 if mode == "emulated" else None)
         try:
             for cap in opts["bucket_caps_mb"]:
                 out["configs"].append(dict(_measure(torch, DDP, ctx, layers, x, cap, link, opts["steps"], now),
@@ -217,7 +143,7 @@ def _measure(torch, DDP, ctx, layers, x, cap, link, steps, now) -> dict:
         ddp_step.append(t1 - t0)
         waiting.append(t1 - record[-1]["launch"])
         if "link" in record[-1]:
-            inside.append(_inside(t0, t_fwd, t1, record))
+            inside.append(step_parts(t0, t_fwd, t1, record))
         buckets = [e["numel"] for e in record]
         timeline = [[e["launch"] - t0, e.get("done", t1) - t0] for e in record] + [[t1 - t0, t1 - t0]]
     flat = [torch.zeros(n, device=ctx.device) for n in buckets]
@@ -235,23 +161,7 @@ def _measure(torch, DDP, ctx, layers, x, cap, link, steps, now) -> dict:
         "compute": statistics.median(compute), "forward": statistics.median(forward),
         "step": statistics.median(ddp_step), "waiting": statistics.median(waiting), "comm": statistics.median(comm),
         "timeline": timeline,  # the last DDP step: [launch, done] of each bucket (s from its start), then [end, end]
-        "inside": inside,  # emulated link: every timed DDP step, decomposed from its own time stamps (_inside)
-    }
-
-
-def _inside(t0: float, t_fwd: float, t1: float, record: list) -> dict:
-    """One DDP step on the emulated link, from its own time stamps.
-
-    The last bucket is launched when backward's compute ends: compute = until then, exposed = after it.
-    The link's busy time is known bucket by bucket, so what of it lay before that moment was hidden.
-    """
-    end_compute = record[-1]["launch"]
-    links = [e["link"] for e in record]
-    return {
-        "step": t1 - t0, "compute": end_compute - t0, "forward": t_fwd - t0, "exposed": t1 - end_compute,
-        "comm": sum(b - a for a, b in links),
-        "hidden": sum(max(0.0, min(b, end_compute) - a) for a, b in links),
-        "last": links[-1][1] - links[-1][0],
+        "inside": inside,  # emulated link: every timed DDP step, decomposed from its own time stamps (step_parts)
     }
 
 
@@ -344,19 +254,6 @@ def summarize(results, opts, ranks) -> Report:
             rows.extend(_emulated_rows(fact))
         facts.append(fact)
     return Report(TITLE, tuple(rows), _notes(opts, n_params, bw), {"configs": facts, "params": n_params})
-
-
-def straggler_step(per_rank: list) -> dict | None:
-    """Of the emulated link's timed steps, the median one as seen by its slowest rank.
-
-    Each rank emulates its own link, and a bucket can only be all-reduced once the last rank has it: the rank
-    whose backward ends last in a step sees the link as the real collective would.  None for gloo runs.
-    """
-    steps = [c.get("inside") for c in per_rank]
-    if not all(steps):
-        return None
-    slowest = [max(group, key=lambda d: d["compute"]) for group in zip(*steps)]
-    return sorted(slowest, key=lambda d: d["step"])[len(slowest) // 2]
 
 
 HIDDEN_SHARE = 0.2  # on the emulated link, small buckets must hide at least this share of what full overlap could
