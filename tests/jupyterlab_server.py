@@ -23,6 +23,7 @@ notebook windowing so every cell is in the page.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -56,6 +57,19 @@ class Lab:
                 if exc.code < 500 or attempt == tries - 1:
                     raise
                 time.sleep(0.5)
+
+
+    def end_sessions(self, timeout: float = 30) -> None:
+        """DELETE every session (and its kernel): a test that closed its browser leaves its sessions behind, and
+        the next test opening the same notebook would attach to a kernel the culler is about to end."""
+        deadline = time.monotonic() + timeout
+        for session in self.api("sessions"):
+            request = urllib.request.Request(f"{self.url}/api/sessions/{session['id']}", method="DELETE")
+            with contextlib.suppress(urllib.error.HTTPError):
+                urllib.request.urlopen(request, timeout=10).close()
+        while self.api("sessions") or self.api("kernels"):
+            assert time.monotonic() < deadline, f"sessions outlived their DELETE: {self.api('sessions')}"
+            time.sleep(0.2)
 
 
 def isolated_env(workdir: Path) -> dict:

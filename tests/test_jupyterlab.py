@@ -129,6 +129,7 @@ def page(browser, lab):
         yield tab.page
     finally:
         tab.context.close()
+        lab.end_sessions()  # each test starts with no kernel of an earlier one (see Lab.end_sessions)
 
 
 def shots_dir(tmp: Path) -> Path:
