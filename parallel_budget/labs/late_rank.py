@@ -79,7 +79,10 @@ def summarize(results, opts, ranks) -> Report:
     preds, waits, last = [], [[] for _ in range(ranks)], []
     for k in range(n):
         per = [r["steps"][k] for r in results]
-        pred = straggler_wait([Q_(p["arrive"] - p["start"], "s") for p in per], Q_(comm, "s"))
+        # Arrivals on the one machine-wide clock, from the step's earliest start: a rank that left the
+        # barrier late (a busy machine) arrives late by that much too, which durations alone would miss.
+        t0 = min(p["start"] for p in per)
+        pred = straggler_wait([Q_(p["arrive"] - t0, "s") for p in per], Q_(comm, "s"))
         preds.append(pred)
         arrivals = [p["arrive"] for p in per]
         last.append(arrivals.index(max(arrivals)))
@@ -111,7 +114,7 @@ def summarize(results, opts, ranks) -> Report:
                     f"相差 {abs(step - p_step) * 1e3:.2g} ms", None))
     notes = (
         f"{ranks} 个 rank，rank {slow} 每步读数据多花 {opts['delay_ms']:g} ms，其余 rank 只计算 {opts['compute_ms']:g} ms。",
-        "预测列由 parallel_budget.straggler_wait（各 rank 到达前的用时，通信）给出：集合通信要等最后一个 rank 到达才能完成。",
+        "预测列由 parallel_budget.straggler_wait（各 rank 从本步开始到到达 all_reduce 的用时，通信）给出：集合通信要等最后一个 rank 到达才能完成。",
         "实测列是 all_reduce 从调用到返回的时间；快的 rank 把慢 rank 的读取时间花在了“通信”里，看起来像网络慢，其实是存储慢。",
         "所有进程在同一台机器上，time.monotonic() 是同一个时钟，所以能比较各 rank 的到达时刻。",
     )
