@@ -144,7 +144,7 @@ def main(argv=None) -> int:
             summary = grade(args.submissions, root=course.root, assignment=args.assignment, jobs=args.jobs,
                             students=args.student, force=args.force, timeout=args.timeout,
                             sandbox=not args.no_sandbox)
-            return 1 if summary["failed"] else 0
+            return 1 if summary["failed"] or summary.get("not_collected") else 0
         if args.command == "feedback":
             from .runner import rewrite_feedback
 

@@ -155,8 +155,16 @@ def _write_csv(path: Path, rows) -> None:
 
 
 def export(course: Course) -> None:
-    """Write autograde/grades.csv (nbgrader's CSV export) and autograde/integrity.csv, safe for spreadsheets."""
+    """Write autograde/grades.csv (nbgrader's CSV export) and autograde/integrity.csv, safe for spreadsheets.
+
+    integrity.csv also holds what collection kept aside or refused (:func:`.collect.intake_rows`).
+    """
+    from .collect import intake_rows
+
+    header = ["student_id", "assignment", "notebook", "cell", "trick", "what", "evidence"]
     if not course.gradebook.exists():
+        if intake_rows(course):
+            _write_csv(course.integrity_csv, [header] + intake_rows(course))
         return
     from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
@@ -175,6 +183,6 @@ def export(course: Course) -> None:
     rows = con.execute("SELECT student_id, assignment, notebook, cell, trick, detail FROM pb_integrity "
                        "ORDER BY student_id, assignment, notebook, cell, trick, detail").fetchall()
     con.close()
-    _write_csv(course.integrity_csv, [["student_id", "assignment", "notebook", "cell", "trick", "what", "evidence"]]
-               + [[student, assignment, nb, cell, trick, TRICKS.get(trick, trick), detail]
-                  for student, assignment, nb, cell, trick, detail in rows])
+    _write_csv(course.integrity_csv, [header] + [[student, assignment, nb, cell, trick, TRICKS.get(trick, trick), detail]
+                                                 for student, assignment, nb, cell, trick, detail in rows]
+               + intake_rows(course))

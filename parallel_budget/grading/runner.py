@@ -55,6 +55,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from .collect import collect, digest_folder
+from .intake import summary_lines as collection_lines
 from . import hostlog, personal
 from .course import Course, CourseError, load_config
 from .feedback import course_feedback, install_mathjax, task_marks
@@ -207,7 +208,8 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     with _locked(course):
         _finish_pending(course)
-        found = collect(course, submissions, assignment)
+        collected = collect(course, submissions, assignment)
+        found = list(collected.students)
         if students:
             missing = sorted(set(students) - set(found))
             if missing:
@@ -274,7 +276,8 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     flagged = list(merged.flagged) if merged else []
     offenders = {r["student"]: r["tricks"] for r in ok if r.get("tricks")}
     summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels, "sandbox": sandbox,
-               "offenders": offenders,
+               "offenders": offenders, "quarantined": [q.row() for q in collected.quarantined],
+               "not_collected": [r.row() for r in collected.not_collected],
                "skipped": unchanged, "not_selected": not_selected, "regrade": regrade, "flagged": flagged,
                "seconds": round(time.monotonic() - started, 2)}
     say(summary_text(course, summary))
@@ -315,6 +318,7 @@ def summary_text(course: Course, summary: dict) -> str:
     if summary.get("offenders"):
         lines.append("诚信报告里有记录的学生（其余学生不受影响）："
                      + "；".join(f"{s}({'、'.join(t)})" for s, t in sorted(summary["offenders"].items())))
+    lines.extend(collection_lines(summary))
     lines.append(f"成绩：{course.grades_csv.relative_to(course.root)}；"
                  f"诚信报告：{course.integrity_csv.relative_to(course.root)}；反馈：{course.feedback.relative_to(course.root)}/")
     if not summary.get("sandbox", True):
