@@ -64,6 +64,9 @@ c.Execute.startup_timeout = 60
 # Kernels are forked from a warm fork server (parallel_budget/grading/forkserver.py);
 # set this to False to start every kernel from scratch, as stock nbgrader does.
 c.ResilientExecute.fork_kernels = True
+# Per-student wall budget: all of one student's notebooks, cells, kernel restarts and replays together
+# (parallel_budget/grading/bounds.py). What has not run when it is spent scores 0, with a time_budget row.
+c.ResilientExecute.student_budget = 300
 # Once a notebook's last cell has finished there is nothing left to save: kill the kernel.
 c.Execute.shutdown_kernel = "immediate"
 c.Autograde.autograde_preprocessors = [

@@ -2,8 +2,9 @@
 
 Forked by a fork server of its own (:mod:`.forkserver`, in a bubblewrap
 sandbox separate from the student's kernel) as ``python -m
-parallel_budget.grading.fnhost``; its channel to the grader is the socket in
-``PB_CHANNEL_FD``.  The first message holds the student's code cells (never
+parallel_budget.grading.fnhost``; its channel to the grader is the stream socket in
+``PB_CHANNEL_FD``, carrying length-prefixed JSON (:mod:`.channel`, so a notebook of
+any size under the cap fits).  The first message holds the student's code cells (never
 a test cell); each later one ``{"call": name, "args": [...]}`` is answered
 with ``{"result": plain}`` or ``{"error": text}``.  The arguments are the
 hidden test's cases; they reach this throw-away process only, which the
@@ -12,12 +13,13 @@ student's kernel cannot see, and nothing it prints reaches anyone.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 
-from . import plain
+from . import bounds, channel, plain
+
+FIRST_LIMIT = 2 * bounds.MAX_NOTEBOOK_BYTES  # the cells of a notebook under the cap, as JSON
 
 
 def _shell():
@@ -32,15 +34,14 @@ def main() -> None:
     sys.stdout = sys.stderr = devnull  # the student's prints go nowhere
     os.dup2(devnull.fileno(), 1)
     os.dup2(devnull.fileno(), 2)
-    first = json.loads(sock.recv(plain.MAX_JSON) or b"{}")
+    first = channel.receive(sock, FIRST_LIMIT) or {}
     shell = _shell()
     for source in first.get("cells", []):
         shell.run_cell(source, store_history=False, silent=True)
     while True:
-        data = sock.recv(plain.MAX_JSON)
-        if not data:
+        request = channel.receive(sock, plain.MAX_JSON)
+        if not isinstance(request, dict):
             return
-        request = json.loads(data)
         function = shell.user_ns.get(request.get("call"))
         try:
             if not callable(function):
@@ -49,7 +50,7 @@ def main() -> None:
             reply = {"result": plain.encode(function(*args))}
         except BaseException as exc:  # noqa: BLE001 -- the student's exception is the answer
             reply = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        sock.send(json.dumps(reply).encode())
+        channel.send(sock, reply)
 
 
 if __name__ == "__main__":

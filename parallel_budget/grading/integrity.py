@@ -26,6 +26,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from . import bounds
 from .checks import RECEIPT
 
 # The enames an autograded cell carries when its kernel died or it ran past the time limit (the first
@@ -58,6 +59,10 @@ TRICKS = {
     "possible_copying": "个人数字版：答案对自己的数字不对，却等于另一位同学的数字的正确答案（可能抄袭；只是线索），该题照常记 0 分",
     "book_answer": "个人数字版：答案与书中公开答案一致（对自己的数字不对；可能照抄了公开的 solutions/，"
                    "也可能用了正文里书中的数字；只是线索），该题照常记 0 分",
+    "oversized_notebook": "提交的 notebook 文件太大，没有读取，整本记 0 分",
+    "oversized_cell": "单元的源码太长，没有检查也没有运行；该单元（及依赖它的测试）记 0 分",
+    "unscannable_cell": "诚信扫描无法读取这个单元（嵌套过深或太大），它没有运行；该单元（及依赖它的测试）记 0 分",
+    "time_budget": "超出每名学生的评分时间预算，其余单元没有运行，记 0 分",
     "unsandboxed": "本次评分用了 --no-sandbox：学生代码没有隔离运行，成绩和其他学生的数据都可能被它改动",
 }
 
@@ -86,6 +91,13 @@ _TEXT_PATTERNS = [
     ("read_files", r"\bopen\s*\(|pathlib|os\s*\.\s*(listdir|walk|scandir)|\bglob\b|sqlite3|gradebook|\.ipynb|solutions"),
     ("kill_kernel", r"os\s*\.\s*(_exit|kill|abort)|sys\s*\.\s*exit|\bsignal\b|ctypes"),
     ("dynamic_code", r"\b(exec|eval|compile|__import__)\s*\(|importlib"),
+]
+
+# what the syntax tree would have found, for cells too long to parse (there, plain text is all there is)
+_LONG_TEXT_PATTERNS = [
+    ("lying_object", r"\bdef\s+(" + "|".join(sorted(_DUNDER_LIES)) + r")\s*\("),
+    ("spawn_processes", r"\b(subprocess|multiprocessing|concurrent\s*\.\s*futures)\b|os\s*\.\s*(fork|system|popen|spawn)"),
+    ("network", r"\b(import|from)\s+(" + "|".join(_NET_MODULES) + r")\b"),
 ]
 
 
@@ -119,8 +131,27 @@ def _strip_magics(source: str) -> str:
     return "\n".join(lines)
 
 
+class ScanFailed(Exception):
+    """The scan could not read a cell (nested too deep, out of memory): the cell must not run."""
+
+
+def _text_scan(source: str, patterns) -> list[tuple[str, str]]:
+    found = []
+    for trick, pattern in patterns:
+        m = re.search(pattern, source)
+        if m and (trick, m.group(0)) not in found:
+            found.append((trick, m.group(0)))
+    return found
+
+
 def scan_source(source: str) -> list[tuple[str, str]]:
-    """(trick, evidence) pairs found in one cell of student code."""
+    """(trick, evidence) pairs found in one cell of student code.
+
+    A cell over :data:`.bounds.AST_SCAN_CHARS` characters is scanned on its text only (memory linear
+    in its length); :class:`ScanFailed` when the parser gives up for any reason but a syntax error.
+    """
+    if len(source) > bounds.AST_SCAN_CHARS:
+        return _text_scan(source, _TEXT_PATTERNS + _LONG_TEXT_PATTERNS)
     found: list[tuple[str, str]] = []
 
     def add(trick, evidence):
@@ -130,11 +161,9 @@ def scan_source(source: str) -> list[tuple[str, str]]:
     try:
         tree = ast.parse(_strip_magics(source))
     except SyntaxError:
-        for trick, pattern in _TEXT_PATTERNS:
-            m = re.search(pattern, source)
-            if m:
-                add(trick, m.group(0))
-        return found
+        return _text_scan(source, _TEXT_PATTERNS)
+    except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
+        raise ScanFailed(type(exc).__name__) from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             name = _dotted(node)
@@ -226,7 +255,8 @@ def _norm(text) -> str:
 def compare_cells(student, notebook, submitted_nb, release_cells: dict) -> list[Finding]:
     """Deleted, edited and duplicated test cells; scan of every cell the student wrote.
 
-    ``release_cells`` maps grade_id -> (released source, is a test cell).
+    ``release_cells`` maps grade_id -> (released source, is a test cell).  A cell the scan cannot
+    read is replaced in ``submitted_nb`` by a comment (:func:`.bounds.replace_cell`): it never runs.
     """
     findings = []
     seen = {}
@@ -247,7 +277,12 @@ def compare_cells(student, notebook, submitted_nb, release_cells: dict) -> list[
         if cell.get("cell_type") != "code":
             continue
         where = gid or f"第 {index + 1} 个单元"
-        for trick, evidence in scan_source(src):
+        try:
+            found = scan_source(src)
+        except ScanFailed as exc:
+            bounds.replace_cell(cell, f"# 诚信扫描无法读取这个单元（{exc}）：没有运行。\n")
+            found = [("unscannable_cell", str(exc))]
+        for trick, evidence in found:
             findings.append(Finding(student, notebook, where, trick, evidence))
     for gid, (_, is_test) in release_cells.items():
         if is_test and gid not in seen:
@@ -320,11 +355,14 @@ def passed_without_receipt(autograded_nb) -> list[str]:
     return bad
 
 
-def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
-    """Timeouts, kernel deaths and cut outputs recorded in the autograded notebook."""
-    found = []
+def runtime_findings(student, notebook, autograded_nb, budget: float = 0) -> list[Finding]:
+    """Timeouts, kernel deaths, cut outputs and the time budget (``budget`` seconds) recorded in the autograded notebook."""
+    found, not_run = [], []
     for index, cell in enumerate(autograded_nb.get("cells", [])):
         where = _meta(cell).get("grade_id") or f"第 {index + 1} 个单元"
+        if any(out.get("ename") == bounds.OVER_BUDGET for out in _errors(cell)):
+            not_run.append(where)
+            continue
         for out in _errors(cell):
             if out.get("ename") == TIMED_OUT:
                 found.append(Finding(student, notebook, where, "timeout"))
@@ -335,4 +373,7 @@ def runtime_findings(student, notebook, autograded_nb) -> list[Finding]:
                 found.append(Finding(student, notebook, where, "resource_limit", str(out.get("ename"))))
         if "输出过长，已截断" in _stdout(cell):
             found.append(Finding(student, notebook, where, "huge_output"))
+    if not_run:  # one row per notebook: where the budget ran out, and how much did not run
+        found.append(Finding(student, notebook, not_run[0], "time_budget",
+                             f"超出每名学生的评分时间预算 {budget:g} s：从 {not_run[0]} 起 {len(not_run)} 个代码单元未运行"))
     return found

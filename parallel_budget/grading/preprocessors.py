@@ -9,6 +9,10 @@
   ``c.ResilientExecute.fork_kernels = False``.
   With per-student numbers (``c.Variants.enabled``) a varied test cell expects
   the values of the student whose submission folder it is (:mod:`.personal`).
+  One student's notebooks, cells and restarts together get at most
+  ``c.ResilientExecute.student_budget`` seconds (:mod:`.bounds`): a cell is cut
+  when the budget runs out, and it and every later cell get an error output
+  (:data:`.bounds.OVER_BUDGET`) that scores 0.
 * :class:`LimitOutputSize` -- caps the lines of a cell's stream output and the
   characters of every output (nbgrader's ``LimitOutput``, which it replaces,
   only counts lines, so one 100 MB line passed, and its English mark went
@@ -18,17 +22,19 @@
 from __future__ import annotations
 
 import copy
+import math
+import time
 
 from jupyter_core.utils import run_sync
 from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Dict, Integer
+from traitlets import Bool, Dict, Float, Integer
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
 
-from . import personal, trusted
+from . import bounds, personal, trusted
 from .integrity import KERNEL_DIED, TIMED_OUT
 
 
@@ -67,8 +73,20 @@ class ResilientExecute(Execute):
         2_000_000, help="Characters of output kept per cell while it runs; the rest is dropped (endless output)."
     ).tag(config=True)
 
+    student_budget = Float(
+        bounds.STUDENT_BUDGET_S, help="Seconds one student's grading may take in all (every notebook, cell and kernel "
+                                      "restart); what has not run by then scores 0, with an integrity row. 0: no budget."
+    ).tag(config=True)
+
+    student_started = Float(
+        None, allow_none=True, help="time.monotonic() when this student's grading began (the grade command sets it "
+                                    "per student); None: when this preprocessor was made."
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        began = time.monotonic() if self.student_started is None else self.student_started
+        self._deadline = began + self.student_budget if self.student_budget > 0 else math.inf
         if self.sandbox or self.fork_kernels:
             from .sandbox import Limits
             from .warmkernels import kernel_manager_class
@@ -100,6 +118,23 @@ class ResilientExecute(Execute):
         self._output_chars[id(outs)] = used + size
         return super().output(outs, msg, display_id, cell_index)
 
+    def _left(self) -> float:
+        """Seconds left of the student's budget."""
+        return self._deadline - time.monotonic()
+
+    def _get_timeout(self, cell):
+        """The cell timeout, cut to what is left of the student's budget."""
+        timeout, left = super()._get_timeout(cell), self._left()
+        if left == math.inf:
+            return timeout
+        return max(1, math.ceil(min(timeout or math.inf, left)))
+
+    def _out_of_budget(self, cells) -> None:
+        why = f"超出每名学生的评分时间预算 {self.student_budget:g} s：本单元没有运行（或没有运行完），记 0 分。"
+        for cell in cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [_error_output(bounds.OVER_BUDGET, why)], None
+
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
         self._variant = self._variant_of(resources)
@@ -110,6 +145,9 @@ class ResilientExecute(Execute):
         cells = self.nb.cells
         while start <= len(cells):
             current = None
+            if self._left() <= 0:
+                self._out_of_budget(cells[start:])
+                break
             try:
                 with self.setup_kernel():
                     info = self.wait_for_reply(self.kc.kernel_info())
@@ -118,12 +156,19 @@ class ResilientExecute(Execute):
                         self.wait_for_reply(self.kc.execute(personal.kernel_code(self._variant["student"]),
                                                             silent=True, store_history=False))
                     for index in range(start):  # replay what ran before the death, outputs discarded
+                        if self._left() <= 0:
+                            break
                         if cells[index].cell_type == "code" and index not in broken and not self._checked_here(cells[index]):
                             current = index
                             self.execute_cell(copy.deepcopy(cells[index]), index, store_history=False)
                     for index in range(start, len(cells)):
                         current = index
+                        if self._left() <= 0:
+                            self._out_of_budget(cells[index:])
+                            break
                         self.preprocess_cell(cells[index], resources, index)
+                        if self._left() <= 0 and any(o.get("ename") == TIMED_OUT for o in cells[index].get("outputs", [])):
+                            self._out_of_budget([cells[index]])  # cut by the budget, not by its own time limit
                 break
             except (DeadKernelError, UnresponsiveKernelError, CellTimeoutError, RuntimeError) as exc:
                 if current is None or (isinstance(exc, RuntimeError) and "Kernel" not in str(exc)):
@@ -177,7 +222,8 @@ class ResilientExecute(Execute):
                                      user_expressions={"answers": trusted.export_expression(names)})
             reply = self.wait_for_reply(msg_id, cell)
             values = trusted.read_export((reply or {}).get("content", {}))
-        host = trusted.FunctionHost(self._launch_function_host, self._student_cells(index), float(self.timeout or 30))
+        host = trusted.FunctionHost(self._launch_function_host, self._student_cells(index),
+                                    max(1.0, min(float(self.timeout or 30), self._left())))
         swap = None
         if self._variant and (gid := (cell.metadata.get("nbgrader", {}) or {}).get("grade_id")):
             v = self._variant

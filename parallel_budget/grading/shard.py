@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import integrity, personal
+from . import bounds, integrity, personal
 from .course import Course, quiet_app_logs, shard_config
 from .feedback import write_feedback
 from .gradebook import connect, max_scores
@@ -45,6 +45,7 @@ def grade_student(task: dict) -> dict:
         shutil.copytree(course.submitted / student / assignment, submitted)
         cfg = shard_config(course, shard, task.get("timeout"), sandbox=task.get("sandbox", True))
         cfg.Variants.peers = list(task.get("peers", []))  # per-student numbers: whose variants to compare with
+        cfg.ResilientExecute.student_started = started  # the per-student time budget counts from here
         personal.RECORDED.clear()
         from nbgrader.converters import Autograde
         from nbgrader.coursedir import CourseDirectory
@@ -61,17 +62,25 @@ def grade_student(task: dict) -> dict:
                 findings.append(integrity.Finding(student, nb, "", "missing_notebook"))
                 continue
             try:
+                if too_big := bounds.notebook_too_big(path):  # checked before reading a byte of it
+                    findings.append(integrity.Finding(student, nb, "", "oversized_notebook", too_big))
+                    raise _Dropped
                 submitted_nb = json.loads(path.read_text(encoding="utf-8"))
+                capped = _capped_cells(student, nb, submitted_nb)  # before anything parses or validates a cell
                 nbformat.validate(nbformat.from_dict(submitted_nb))
-            except Exception as exc:  # invalid JSON or not a notebook
-                findings.append(integrity.Finding(student, nb, "", "invalid_notebook", type(exc).__name__))
+            except Exception as exc:  # too big, invalid JSON or not a notebook
+                if not isinstance(exc, _Dropped):
+                    findings.append(integrity.Finding(student, nb, "", "invalid_notebook", type(exc).__name__))
                 path.unlink()  # nbgrader then scores it as missing (0), the other notebooks are unaffected
                 failed.append(nb)
                 continue
-            findings.extend(integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {})))
+            scanned = integrity.compare_cells(student, nb, submitted_nb, sources.get(nb, {}))
+            findings.extend(capped + scanned)
             findings.extend(integrity.edited_points(student, nb, submitted_nb, points.get(nb, {})))
-            if integrity.drop_duplicate_grade_cells(submitted_nb):  # nbgrader would fail the whole notebook
+            dropped = integrity.drop_duplicate_grade_cells(submitted_nb)  # nbgrader would fail the whole notebook
+            if dropped or capped or any(f.trick == "unscannable_cell" for f in scanned):  # grade what was kept
                 path.write_text(json.dumps(submitted_nb, ensure_ascii=False), encoding="utf-8")
+            del submitted_nb
             graded.append(nb)
 
         def autograde(notebook_id):
@@ -92,7 +101,7 @@ def grade_student(task: dict) -> dict:
                         findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
                         failed.append(nb)
         findings.extend(_copying(student))
-        _post_grade(shard, student, assignment, task, findings, failed)
+        _post_grade(shard, student, assignment, task, findings, _budget(cfg))
         write_feedback(cfg, shard, student, assignment, task.get("marks"))
         result.update(ok=True, findings=len(findings), failed=failed,
                       tricks=sorted({f.trick for f in findings} - {"missing_notebook", "unsandboxed"}))
@@ -105,6 +114,21 @@ def grade_student(task: dict) -> dict:
         (shard / "done.tmp").write_text(json.dumps(done, ensure_ascii=False))
         os.replace(shard / "done.tmp", shard / "done.json")
     return result
+
+
+class _Dropped(Exception):
+    """A notebook that is not graded at all (its finding is already recorded)."""
+
+
+def _capped_cells(student: str, notebook: str, nb) -> list:
+    """``oversized_cell`` findings of the cells :func:`.bounds.cap_cells` replaced in ``nb``."""
+    return [integrity.Finding(student, notebook, gid or f"第 {index + 1} 个单元", "oversized_cell",
+                              f"{chars} 个字符，上限 {bounds.MAX_CELL_CHARS}")
+            for index, gid, chars in bounds.cap_cells(nb)]
+
+
+def _budget(cfg) -> float:
+    return float(cfg.ResilientExecute.get("student_budget", bounds.STUDENT_BUDGET_S))
 
 
 def _copying(student: str) -> list:
@@ -120,8 +144,8 @@ def _copying(student: str) -> list:
     return out
 
 
-def _post_grade(shard, student, assignment, task, findings, failed):
-    """Receipt check, runtime findings, zeros for failed cells; store flags and digest."""
+def _post_grade(shard, student, assignment, task, findings, budget):
+    """Receipt check, runtime findings, zeros for failed and capped cells; store flags and digest."""
     con = connect(shard / "gradebook.db")
     row = con.execute("SELECT sa.id FROM submitted_assignment sa JOIN assignment a ON sa.assignment_id = a.id "
                       "WHERE sa.student_id = ? AND a.name = ?", (student, assignment)).fetchone()
@@ -142,7 +166,7 @@ def _post_grade(shard, student, assignment, task, findings, failed):
         path = graded / f"{nb}.ipynb"
         if path.exists():
             autograded = json.loads(path.read_text(encoding="utf-8"))
-            findings.extend(integrity.runtime_findings(student, nb, autograded))
+            findings.extend(integrity.runtime_findings(student, nb, autograded, budget))
             for gid in integrity.passed_without_receipt(autograded):
                 findings.append(integrity.Finding(student, nb, gid, "no_receipt"))
                 con.execute(score_sql, (nb, gid, student, nb))
@@ -152,6 +176,9 @@ def _post_grade(shard, student, assignment, task, findings, failed):
             "(SELECT id FROM grade_cells WHERE cell_type = 'code') AND notebook_id IN (SELECT sn.id FROM submitted_notebook sn "
             "JOIN notebook n ON sn.notebook_id = n.id JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
             "WHERE sa.student_id = ? AND n.name = ?)", (student, nb))
+    for f in findings:  # a graded cell that was too big or unreadable to scan did not run: 0
+        if f.trick in ("oversized_cell", "unscannable_cell"):
+            con.execute(score_sql, (f.notebook, f.cell, student, f.notebook))
     con.executemany(
         "INSERT INTO pb_integrity (student_id, assignment, notebook, cell, trick, detail) VALUES (?, ?, ?, ?, ?, ?)",
         [(f.student, assignment, f.notebook, f.cell, f.trick, f.detail) for f in findings])

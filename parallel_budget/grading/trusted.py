@@ -31,14 +31,11 @@ import ast
 import builtins
 import contextlib
 import io
-import json
-import select
 import socket
-import time
 
 from nbformat.notebooknode import NotebookNode
 
-from . import plain
+from . import channel, plain
 
 TRUSTED_NAMES = ("checks", "diagnose", "pb", "parallel_budget")
 FAILED = "AssertionError"
@@ -154,38 +151,32 @@ class FunctionHost:
         self._sock = self._process = None
 
     def _start(self):
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._process = self._launch(theirs.fileno())
         finally:
             theirs.close()
         self._sock = mine
-        self._send({"cells": self._cells})
+        channel.send(self._sock, {"cells": self._cells}, self._timeout)  # any size: framed (:mod:`.channel`)
 
-    def _send(self, message):
-        self._sock.send(json.dumps(message).encode())
-
-    def _receive(self):
-        deadline = time.monotonic() + self._timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._sock], [], [], left)[0]:
-                self.close()
-                raise FunctionFailed(f"函数运行超过 {self._timeout:.0f} 秒，判为失败。")
-            data = self._sock.recv(plain.MAX_JSON)
-            if not data:
-                self.close()
-                raise FunctionFailed("运行函数的进程意外退出（例如调用了 os._exit 或用尽了资源）。")
-            return json.loads(data)
-
-    def call(self, name: str, args: list):
+    def _exchange(self, name: str, args: list):
         if self._sock is None:
             self._start()
-        self._send({"call": name, "args": [plain.encode(a) for a in args]})
+        channel.send(self._sock, {"call": name, "args": [plain.encode(a) for a in args]}, self._timeout)
+        return channel.receive(self._sock, plain.MAX_JSON, self._timeout)
+
+    def call(self, name: str, args: list):
         try:
-            reply = self._receive()
-        except (ValueError, OSError) as exc:
+            reply = self._exchange(name, args)
+        except TimeoutError:
+            self.close()
+            raise FunctionFailed(f"函数运行超过 {self._timeout:.0f} 秒，判为失败。") from None
+        except (ValueError, OSError, RecursionError) as exc:
+            self.close()
             raise FunctionFailed(f"无法读取 {name} 的结果（{type(exc).__name__}）。") from None
+        if reply is None:
+            self.close()
+            raise FunctionFailed("运行函数的进程意外退出（例如调用了 os._exit 或用尽了资源）。")
         if not isinstance(reply, dict) or "error" in reply or "result" not in reply:
             why = reply.get("error") if isinstance(reply, dict) else None
             raise FunctionFailed(f"调用 {name} 时出错：{str(why)[:300] if why else '没有结果'}。")
