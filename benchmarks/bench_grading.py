@@ -1,6 +1,7 @@
 """Benchmark of the grade command (issues 5, 7 and 12). Prints figures; asserts nothing.
 
     python benchmarks/bench_grading.py [--students 60] [--jobs 2] [--floor-students 10]
+    python benchmarks/bench_grading.py --cluster local:2 [--students 20] [--jobs 2]
 
 In one run, in throw-away copies of the course:
 
@@ -18,6 +19,12 @@ It prints seconds per notebook for the floor, unsandboxed and sandboxed (targets
 most 1.3x unsandboxed and at most 0.5x the floor), the --jobs N ratio, the time extrapolated
 linearly to 300 students x all notebooks (target: at most 10 minutes), the kernel counts, and
 whether all runs produced the same CSV.
+
+With ``--cluster ADDRESS|local:N`` (issue 28) it runs only ``grade --jobs N`` and ``grade --cluster``
+of the same class, one after the other, and prints seconds per notebook of both (target: the
+cluster within 1.2x of the local pool), whether their CSVs are identical, and the core-hours that
+10 000 students x all notebooks would take at the cluster's measured cost per notebook
+(wall seconds x worker processes / notebooks).
 """
 
 from __future__ import annotations
@@ -69,21 +76,44 @@ def floor(tmp: Path, students: int) -> float:
     return (time.monotonic() - start) / students
 
 
+def cluster_run(tmp: Path, incoming: Path, n: int, notebooks: int, jobs: int, target: str) -> None:
+    """``--jobs`` against ``--cluster`` on the same class; seconds per notebook and the 10 000-student projection."""
+    times, csvs = {}, {}
+    for label, options in (("jobs", {"jobs": jobs}), ("cluster", {"cluster": target})):
+        course = course_copy(tmp / label)
+        start = time.monotonic()
+        summary = grade(incoming, root=course.root, quiet=True, **options)
+        times[label] = time.monotonic() - start
+        csvs[label] = course.grades_csv.read_text(encoding="utf-8")
+        assert not summary["failed"], summary
+    workers = int(target.split(":", 1)[1]) if target.startswith("local:") else jobs
+    per = {label: t / n for label, t in times.items()}
+    core_seconds = times["cluster"] * workers / n
+    print(f"machine: {os.cpu_count()} cores; class: {n // notebooks} students x {notebooks} notebooks = {n} notebooks")
+    print(f"grade --jobs {jobs}: {per['jobs']:.3f} s/notebook; grade --cluster {target}: {per['cluster']:.3f} s/notebook "
+          f"= {per['cluster'] / per['jobs']:.2f}x (target <= 1.2x); CSV identical: {csvs['jobs'] == csvs['cluster']}")
+    print(f"cost on the cluster: {core_seconds:.2f} core-s/notebook ({workers} workers); 10 000 students x {notebooks} "
+          f"notebooks: {10_000 * notebooks * core_seconds / 3600:.1f} core-hours")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=60)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--floor-students", type=int, default=10)
+    parser.add_argument("--cluster", help="only --jobs N against --cluster ADDRESS|local:N (issue 28)")
     args = parser.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         tmp = Path(tmp)
-        per_floor = floor(tmp, args.floor_students)
         template = course_copy(tmp / "template")
         notebooks = len(template.notebooks("lesson"))
         incoming = tmp / "class"
         classroom.write_class(template, "lesson", incoming, args.students)
         n = args.students * notebooks
+        if args.cluster:
+            return cluster_run(tmp, incoming, n, notebooks, args.jobs, args.cluster)
+        per_floor = floor(tmp, args.floor_students)
         times = {}
         csvs = {}
         kernels = {}

@@ -3,6 +3,7 @@
     release [--assignment A]           solutions/ -> exercises/ (nbgrader generate_assignment)
     check-release [--assignment A]     exit 1 when exercises/ is stale against solutions/
     grade [SUBMISSIONS] [--jobs N]     collect, autograde, feedback, export CSV, integrity report
+          [--cluster ADDRESS|local:N]  (the shards on a Dask cluster)
     export                             rewrite autograde/grades.csv and autograde/integrity.csv
     formgrader [--port P]              JupyterLab at the course root with formgrader (manual grading)
     feedback [--student ID]            rewrite feedback HTML from the gradebook (after manual grading)
@@ -48,6 +49,15 @@ def _jobs(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"--jobs 至少为 1，收到 {n}。")
     return n
+
+
+def _cluster(text: str) -> str:
+    from .cluster import parse_target
+
+    try:
+        return parse_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def own_tools() -> None:
@@ -104,6 +114,9 @@ def main(argv=None) -> int:
                    "或 nbgrader zip_collect 压缩包；省略时评 autograde/submitted/")
     g.add_argument("--assignment", help="作业名（只有一个作业时可省略）")
     g.add_argument("--jobs", type=_jobs, default=os.cpu_count() or 1, help="并行评分的进程数（默认：CPU 核数）")
+    g.add_argument("--cluster", type=_cluster, metavar="ADDRESS|local:N",
+                   help="在 Dask 集群上评分：调度器地址（dask scheduler 打印的地址，例如 tcp://10.0.0.5:8786），"
+                   "或 local:N（本机 N 个 worker 进程）；见 autograde/README.md 第 7 节")
     g.add_argument("--student", action="append", help="只评这个学生（可重复）；用于重评一个人")
     g.add_argument("--force", action="store_true", help="重评所有人，即使提交没有变化")
     g.add_argument("--timeout", type=int, help="每个单元的超时秒数（默认按 nbgrader_config.py，30 秒）")
@@ -143,7 +156,7 @@ def main(argv=None) -> int:
 
             summary = grade(args.submissions, root=course.root, assignment=args.assignment, jobs=args.jobs,
                             students=args.student, force=args.force, timeout=args.timeout,
-                            sandbox=not args.no_sandbox)
+                            sandbox=not args.no_sandbox, cluster=args.cluster)
             return 1 if summary["failed"] or summary.get("not_collected") else 0
         if args.command == "feedback":
             from .runner import rewrite_feedback

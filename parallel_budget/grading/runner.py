@@ -190,15 +190,21 @@ def class_ids(base: Path, found) -> list[str]:
 
 
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
-          timeout=None, quiet=False, sandbox=True) -> dict:
+          timeout=None, quiet=False, sandbox=True, cluster=None) -> dict:
     """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds).
 
     Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
     refuses with a sentence saying how to enable one, unless ``sandbox=False`` (``--no-sandbox``).
+    ``cluster`` (a Dask scheduler address or ``local:N``) grades the shards there (:mod:`.cluster`),
+    whose workers are checked for a sandbox instead of this machine.
     """
     started = time.monotonic()
-    if sandbox and (why := sandbox_unavailable()):
+    if sandbox and not cluster and (why := sandbox_unavailable()):
         raise CourseError("无法建立评分沙箱，拒绝评分：" + why)
+    if cluster:
+        from .cluster import require_reachable
+
+        require_reachable(cluster)  # an unreachable scheduler is named at once, before the base is prepared
     course = Course(root)
     assignments = course.assignments()
     assignment = assignment or (assignments[0] if len(assignments) == 1 else None)
@@ -250,7 +256,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         if not_selected:
             skipped += ("," if skipped else "") + f"{not_selected} 份不在 --student 之列，未动"
         say(f"评分 {assignment}：{len(found)} 份提交，{len(tasks)} 份待评分，{len(reused)} 份沿用上次中断前的结果"
-            f"{(',' + skipped) if skipped else ''}；{jobs} 个并行进程。")
+            f"{(',' + skipped) if skipped else ''}；{f'Dask 集群 {cluster}' if cluster else f'{jobs} 个并行进程'}。")
 
         logs = course.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -263,7 +269,12 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
                 last = next((line for line in reversed("\n".join(res["errors"]).splitlines()) if line.strip()), "")
                 say(f"  ✗ {res['student']}：评分失败（其他学生不受影响）：{last.strip()[:200]}"
                     f"（详情见 {path.relative_to(course.root)}）")
-        results = _run_pool(tasks, jobs, report, logs) + reused
+        if cluster:
+            from .cluster import run_cluster
+
+            results = run_cluster(tasks, cluster, report, logs) + reused
+        else:
+            results = _run_pool(tasks, jobs, report, logs) + reused
         ok = sorted((r for r in results if r["ok"]), key=lambda r: r["student"])
         failed = sorted(r["student"] for r in results if not r["ok"])
         install_mathjax(course.feedback)

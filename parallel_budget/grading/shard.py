@@ -42,7 +42,7 @@ def grade_student(task: dict) -> dict:
         (shard / "solutions" / assignment).mkdir(parents=True)
         shutil.copy(task["template"], shard / "gradebook.db")
         submitted = shard / "autograde" / "submitted" / student / assignment
-        shutil.copytree(course.submitted / student / assignment, submitted)
+        shutil.copytree(task.get("submission") or course.submitted / student / assignment, submitted)  # a cluster ships it
         cfg = shard_config(course, shard, task.get("timeout"), sandbox=task.get("sandbox", True))
         cfg.Variants.peers = list(task.get("peers", []))  # per-student numbers: whose variants to compare with
         cfg.ResilientExecute.student_started = started  # the per-student time budget counts from here
