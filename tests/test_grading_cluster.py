@@ -237,7 +237,7 @@ def test_a_workers_result_cannot_write_outside_its_shard(tmp_path, members):
     assert not (tmp_path / "shards" / "escape.txt").exists() and not list((tmp_path / "shards").glob(".*incoming"))
     res = gcluster.receive({"student": "someone-else", "ok": True, "shard": _tar(**members), "worker": "w1"},
                            {"student": "s1", "shard": str(dest)})
-    assert res["student"] == "s1" and not res["ok"] and res["infrastructure"] and "w1" in res["errors"][0]
+    assert res["student"] == "s1" and not res["ok"] and res["infra"] and "w1" in res["errors"][0]
     good = tmp_path / "good"
     (good / "autograde").mkdir(parents=True)
     (good / "autograde" / "a.txt").write_text("成绩")

@@ -12,6 +12,17 @@
                                        with this venv's tools on PATH
 
 Run ``... <command> --help`` for the options.
+
+Exit codes of ``grade`` (also in ``autograde/README.md``):
+
+    0    every student was graded (or skipped as unchanged)
+    1    some students were not graded (listed with their reasons; nothing written for them,
+         their earlier grades kept; rerunning the same command grades them), or the command
+         stopped on an unexpected error (a log file is named)
+    2    bad command line or course configuration (the message says what is accepted)
+    3    preflight refused: a kernel started the way the grader starts them cannot import the
+         course package or run a check; nothing was collected or written
+    130  interrupted (Ctrl-C or kill); batches already merged stay, rerunning finishes the rest
 """
 
 from __future__ import annotations
@@ -39,6 +50,15 @@ SWITCH = {
     "graded": "这是正式评分版：不要把它提交进仓库（仓库里的 exercises/ 是自学版），发给学生后把设置改回 "
               "c.PracticeCheck.enabled = True 并重新发布。",
 }
+
+
+GRADE_EXIT_CODES = """grade 的退出码：
+  0    所有学生都已评分（或因提交未变而跳过）
+  1    有学生未评分（摘要里逐一列出原因；没有为他们写入成绩，原有成绩不变；再运行同一命令会评完他们），
+       或命令因意外错误中止（会给出日志文件）
+  2    命令行或课程配置有误（消息里说明错在哪、接受什么）
+  3    预检未通过：按评分方式启动的内核无法导入课程包或运行检查；什么都没有收集，也没有写入
+  130  被中断（Ctrl-C 或 kill）；已合并的批次保留，再运行同一命令会接着完成"""
 
 
 def _jobs(text: str) -> int:
@@ -103,13 +123,15 @@ def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m parallel_budget.grading", description="课程的 nbgrader 评分命令。")
+    parser = argparse.ArgumentParser(prog="python -m parallel_budget.grading", description="课程的 nbgrader 评分命令。",
+                                     epilog=GRADE_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", help="课程仓库根目录（默认：从当前目录向上查找 autograde/nbgrader_config.py）")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("release", "从 solutions/ 生成 exercises/"), ("check-release", "检查 exercises/ 是否过期")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--assignment", help="作业名（默认：全部）")
-    g = sub.add_parser("grade", help="一条命令评完一个班：收集、自动评分、反馈、导出 CSV、诚信报告")
+    g = sub.add_parser("grade", help="一条命令评完一个班：收集、自动评分、反馈、导出 CSV、诚信报告",
+                       epilog=GRADE_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("submissions", nargs="?", help="提交所在的文件夹（<学生>/<作业>/*.ipynb 或 <学生>/*.ipynb）"
                    "或 nbgrader zip_collect 压缩包；省略时评 autograde/submitted/")
     g.add_argument("--assignment", help="作业名（只有一个作业时可省略）")
@@ -144,6 +166,8 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, _terminate)
     course = None
+    from .preflight import PreflightError
+
     try:
         course = Course(args.root)
         if args.command == "nbgrader":
@@ -191,11 +215,15 @@ def main(argv=None) -> int:
             print(f"exercises/{a} 与按当前设置生成的{edition_text(cfg)}不同：{'、'.join(s)}。"
                   "请运行 python -m parallel_budget.grading release", file=sys.stderr)
         return 1 if bad else 0
+    except PreflightError as exc:
+        print(f"评分前的预检未通过：{exc}", file=sys.stderr)
+        return 3
     except CourseError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("已中断：成绩册保持运行前的状态；再次运行同一命令会接着完成。", file=sys.stderr)
+        print("已中断：已经合并的批次留在成绩册里，其余学生的成绩保持运行前的状态；再次运行同一命令会接着完成。",
+              file=sys.stderr)
         return 130
     except Exception as exc:  # anything else: one line here, the traceback in a log file
         log = _log_failure(course.root if course else None)

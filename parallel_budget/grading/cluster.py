@@ -139,9 +139,8 @@ def refuse_unfit(client, task: dict, source: str) -> int:
 
 
 def infrastructure_failure(student: str, why: str) -> dict:
-    return {"student": student, "ok": False, "infrastructure": True, "seconds": 0.0,
-            "errors": [f"基础设施故障，不是学生的问题，没有记分：这份提交在集群上评了两次都没有完成（{why}）。"
-                       "再次运行同一命令会重评它。"]}
+    reason = f"基础设施故障，不是学生的问题，没有记分：这份提交在集群上评了两次都没有完成（{why}）。再次运行同一命令会重评它。"
+    return {"student": student, "ok": False, "infra": True, "reason": reason, "seconds": 0.0, "errors": [reason]}
 
 
 def receive(res: dict, task: dict) -> dict:

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from ..pidfd import PidfdChild, stop_server
 from . import sandbox
@@ -150,7 +151,11 @@ class ForkServer:
 
 
 _servers: dict = {}
-_failed: set = set()
+# Keys whose server failed to start, with when: later kernels of the same shard fall back (or fail) at once
+# instead of waiting for another start; after RETRY_SECONDS, or at the next shard (forget_failures), a new
+# attempt is made, so one bad moment never costs the rest of the worker's students (issue 22).
+_failed: dict = {}
+RETRY_SECONDS = 30.0
 launches: collections.Counter = collections.Counter()  # kernels graded in this process: "forked" / "fresh"
 
 
@@ -167,19 +172,35 @@ def server(limits: sandbox.Limits | None = None, role: str = "kernels") -> ForkS
             return srv
         srv.close()  # it died (a student's kernel may have killed it): start another
     _servers.pop(key, None)
-    if key in _failed or not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
+    if not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
+        return None
+    if key in _failed and time.monotonic() - _failed[key] < RETRY_SECONDS:
         return None
     try:
         srv = ForkServer(limits=limits)
     except (ForkServerError, OSError) as exc:
-        _failed.add(key)
+        _failed[key] = time.monotonic()
         log.warning("Warm kernels unavailable (%s); starting every kernel from scratch.", exc)
         return None
     if srv.threads > 1 and limits is None:
         log.warning("The fork server has %d threads after preloading; forking it may be unsafe.", srv.threads)
+    _failed.pop(key, None)
     atexit.register(srv.close)
     _servers[key] = srv
     return srv
+
+
+def forget_failures() -> None:
+    """Let the next kernel try to start a fork server again (called when a shard starts)."""
+    _failed.clear()
+
+
+def close_all() -> None:
+    """Stop every fork server this process started (the grader's own, after the preflight)."""
+    for key in list(_servers):
+        srv = _servers.pop(key)
+        if srv.owner == os.getpid():
+            srv.close()
 
 
 def discard(limits: sandbox.Limits | None = None, role: str = "kernels") -> None:

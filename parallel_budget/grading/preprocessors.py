@@ -34,7 +34,7 @@ from traitlets import Bool, Dict, Float, Integer
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.preprocessors.execute import Execute, UnresponsiveKernelError
 
-from . import bounds, personal, trusted
+from . import bounds, infra, personal, trusted
 from .integrity import KERNEL_DIED, TIMED_OUT
 
 
@@ -98,10 +98,21 @@ class ResilientExecute(Execute):
     async def async_start_new_kernel(self, **kwargs):
         from .forkclient import launches
 
-        await super().async_start_new_kernel(**kwargs)
+        try:  # no student code has run in this kernel yet: a failure here is the grader's (issue 22)
+            await super().async_start_new_kernel(**kwargs)
+        except Exception as exc:
+            raise infra.fail(f"内核无法启动（{infra.short(exc)}）") from exc
         launches["forked" if getattr(self.km.provisioner, "warm", False) else "fresh"] += 1
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
+
+    async def async_start_new_kernel_client(self):
+        try:
+            return await super().async_start_new_kernel_client()
+        except Exception as exc:
+            raise infra.fail(f"内核启动后没有回应（{infra.short(exc)}）") from exc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_chars`` of a running cell's output in memory (the grader's)."""
@@ -246,11 +257,13 @@ class ResilientExecute(Execute):
         from .forkclient import ForkServerError, server
 
         srv = server(self._limits, role="functions")
-        if srv is None:
+        if srv is None:  # the grader's failure, not the student's: recorded, so the student is not graded
+            infra.fail("无法启动运行函数答案的沙箱进程")
             raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。")
         try:
             return srv.launch([sys.executable, "-m", "parallel_budget.grading.fnhost"], dict(os.environ), None, fd=fd)
-        except (ForkServerError, OSError, ValueError):
+        except (ForkServerError, OSError, ValueError) as exc:
+            infra.fail(f"无法启动运行函数答案的沙箱进程（{infra.short(exc)}）")
             raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。") from None
 
 

@@ -49,20 +49,18 @@ import os
 import shutil
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
 from pathlib import Path
 
 from .collect import collect, digest_folder
 from .intake import summary_lines as collection_lines
-from . import hostlog, personal
+from . import hostlog, personal, preflight
+from .batches import BATCH_SECONDS, BATCH_STUDENTS, Batcher
 from .course import Course, CourseError, load_config
 from .feedback import course_feedback, install_mathjax, task_marks
 from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
 from .merge import MergeReport, finished_run, merge
+from .pool import run_local
 from .sandbox import unavailable as sandbox_unavailable
-from .shard import grade_student, worker_init
 
 __all__ = ["collect", "export", "grade", "merge"]
 log = logging.getLogger("parallel_budget.grading")
@@ -108,6 +106,7 @@ def _place_and_finish(course: Course, journal: dict, report: MergeReport) -> Non
     for student in report.stale:  # a mark changed while they were graded: feedback from the live gradebook
         course_feedback(course, student, assignment)
     export(course)
+    _set_unfinished(course, assignment, _unfinished(course, assignment) - set(journal["students"]))
     for shard in journal["students"].values():
         shutil.rmtree(shard, ignore_errors=True)
     _journal_path(course).unlink()
@@ -142,38 +141,6 @@ def _merge(course: Course, base: Path, ok: list, assignment: str) -> MergeReport
     return report
 
 
-def _run_pool(tasks: list, jobs: int, report, log_dir: Path) -> list:
-    results = []
-    pending = list(tasks)
-    attempts = {t["student"]: 0 for t in tasks}
-    while pending:
-        batch, pending = pending, []
-        pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(batch))), mp_context=get_context("spawn"),
-                                   initializer=worker_init, initargs=(str(log_dir),))
-        try:
-            futures = {pool.submit(grade_student, t): t for t in batch}
-            for fut in as_completed(futures):
-                task = futures[fut]
-                try:
-                    res = fut.result()
-                except BrokenProcessPool:
-                    attempts[task["student"]] += 1
-                    if attempts[task["student"]] < 2:
-                        pending.append(task)
-                        continue
-                    res = {"student": task["student"], "ok": False, "errors": ["评分进程意外退出"], "seconds": 0.0}
-                results.append(res)
-                report(res)
-        except BaseException:
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                with contextlib.suppress(Exception):
-                    proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
-    return results
-
-
 def class_ids(base: Path, found) -> list[str]:
     """Every student id of this run and of the course gradebook (per-student numbers: copying is checked against them)."""
     import sqlite3
@@ -190,13 +157,18 @@ def class_ids(base: Path, found) -> list[str]:
 
 
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
-          timeout=None, quiet=False, sandbox=True, cluster=None) -> dict:
-    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, seconds).
+          timeout=None, quiet=False, sandbox=True, batch_students=BATCH_STUDENTS, batch_seconds=BATCH_SECONDS,
+          cluster=None) -> dict:
+    """Grade a class end to end. Returns a summary dict (graded, skipped, failed, not_graded, seconds, ...).
 
     Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
     refuses with a sentence saying how to enable one, unless ``sandbox=False`` (``--no-sandbox``).
+    Before anything is collected or written, :func:`.preflight.check` starts one kernel the shards'
+    way (:class:`.preflight.PreflightError` when it cannot grade).  Finished students are merged
+    in batches (:mod:`.batches`); ``failed`` lists the students *not graded* (nothing written for
+    them, earlier grades kept, graded by the next plain run), ``not_graded`` their reasons.
     ``cluster`` (a Dask scheduler address or ``local:N``) grades the shards there (:mod:`.cluster`),
-    whose workers are checked for a sandbox instead of this machine.
+    whose workers are checked (sandbox, package, version) instead of this machine.
     """
     started = time.monotonic()
     if sandbox and not cluster and (why := sandbox_unavailable()):
@@ -213,6 +185,8 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     jobs = jobs or os.cpu_count() or 1
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     with _locked(course):
+        if not cluster:  # a cluster's workers are checked by cluster.run_cluster before any shard
+            preflight.check(course, timeout, sandbox)
         _finish_pending(course)
         collected = collect(course, submissions, assignment)
         found = list(collected.students)
@@ -223,12 +197,13 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         key, base = prepare_base(course, assignment)
         source = course.source_digest(assignment)
         before = graded_digests(course, assignment)
+        unfinished = _unfinished(course, assignment)  # asked for earlier and not graded: never "unchanged"
         todo, unchanged = [], 0
         for student in found:
             digest = digest_folder(course.submitted / student / assignment) + ":" + source + ("" if sandbox else ":unsandboxed")
             if students and student not in students:
                 continue
-            if not students and not force and before.get(student) == digest:
+            if not students and not force and before.get(student) == digest and student not in unfinished:
                 unchanged += 1
                 continue
             todo.append((student, digest))
@@ -262,37 +237,76 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         logs.mkdir(parents=True, exist_ok=True)
         hostlog.prune(logs)  # earlier runs' worker and student logs
 
-        def report(res):
-            if not res["ok"]:
-                path = logs / f"{res['student']}.log"
-                path.write_text("\n".join(res["errors"]), encoding="utf-8")
-                last = next((line for line in reversed("\n".join(res["errors"]).splitlines()) if line.strip()), "")
-                say(f"  ✗ {res['student']}：评分失败（其他学生不受影响）：{last.strip()[:200]}"
-                    f"（详情见 {path.relative_to(course.root)}）")
-        if cluster:
-            from .cluster import run_cluster
-
-            results = run_cluster(tasks, cluster, report, logs) + reused
-        else:
-            results = _run_pool(tasks, jobs, report, logs) + reused
-        ok = sorted((r for r in results if r["ok"]), key=lambda r: r["student"])
-        failed = sorted(r["student"] for r in results if not r["ok"])
+        _set_unfinished(course, assignment, (unfinished & set(found)) | {student for student, _ in todo})
         install_mathjax(course.feedback)
-        merged = _merge(course, base, ok, assignment) if ok else None
-        if not ok:
+
+        def merge_batch(batch):
+            return _merge(course, base, sorted(batch, key=lambda r: r["student"]), assignment)
+
+        def report(res):
+            if res["ok"]:
+                batcher.add(res)
+                return
+            path = logs / f"{res['student']}.log"
+            path.write_text("\n".join(res["errors"]), encoding="utf-8")
+            say(f"  ✗ {res['student']}：未评分：{_reason(res)}（没有写入成绩，原有成绩不变；详情见 {path.relative_to(course.root)}）")
+
+        batcher = Batcher(merge_batch, batch_students, batch_seconds)
+        try:
+            for info in reused:
+                batcher.add(info)
+            if cluster:
+                from .cluster import run_cluster
+
+                results = run_cluster(tasks, cluster, report, logs) + reused
+            else:
+                results = run_local(tasks, jobs, report, logs) + reused
+            merges = batcher.close()
+        except BaseException:
+            batcher.abandon()
+            raise
+        if not merges:
             export(course)
         shutil.rmtree(course.work / "base", ignore_errors=True)
+    ok = sorted((r for r in results if r["ok"]), key=lambda r: r["student"])
+    not_graded = {r["student"]: _reason(r) for r in sorted(results, key=lambda r: r["student"]) if not r["ok"]}
     kernels = {kind: sum(r.get("kernels", {}).get(kind, 0) for r in results) for kind in ("forked", "fresh")}
-    regrade = list(merged.regrade) if merged else []
-    flagged = list(merged.flagged) if merged else []
-    offenders = {r["student"]: r["tricks"] for r in ok if r.get("tricks")}
-    summary = {"graded": [r["student"] for r in ok], "failed": failed, "kernels": kernels, "sandbox": sandbox,
-               "offenders": offenders, "quarantined": [q.row() for q in collected.quarantined],
+    summary = {"graded": [r["student"] for r in ok], "failed": sorted(not_graded), "not_graded": not_graded,
+               "retried": sorted(r["student"] for r in results if r.get("retried")), "batches": len(merges),
+               "kernels": kernels, "sandbox": sandbox,
+               "offenders": {r["student"]: r["tricks"] for r in ok if r.get("tricks")},
+               "quarantined": [q.row() for q in collected.quarantined],
                "not_collected": [r.row() for r in collected.not_collected],
-               "skipped": unchanged, "not_selected": not_selected, "regrade": regrade, "flagged": flagged,
+               "skipped": unchanged, "not_selected": not_selected,
+               "regrade": [x for m in merges for x in m.regrade], "flagged": [x for m in merges for x in m.flagged],
                "seconds": round(time.monotonic() - started, 2)}
     say(summary_text(course, summary))
     return summary
+
+
+def _reason(res: dict) -> str:
+    last = next((line for line in reversed("\n".join(res.get("errors", [])).splitlines()) if line.strip()), "")
+    return res.get("reason") or last.strip()[:200] or "原因不明"
+
+
+def _unfinished_path(course: Course) -> Path:
+    return course.work / "unfinished.json"
+
+
+def _unfinished(course: Course, assignment: str) -> set:
+    """Students whose grading was asked for and has not been merged yet (not graded, or interrupted)."""
+    path = _unfinished_path(course)
+    if not path.exists():
+        return set()
+    return set(json.loads(path.read_text(encoding="utf-8")).get(assignment, []))
+
+
+def _set_unfinished(course: Course, assignment: str, students: set) -> None:
+    path = _unfinished_path(course)
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    data[assignment] = sorted(students)
+    path.with_suffix(".tmp").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    os.replace(path.with_suffix(".tmp"), path)
 
 
 def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
@@ -317,9 +331,17 @@ def rewrite_feedback(root=None, assignment=None, students=None) -> list[str]:
 def summary_text(course: Course, summary: dict) -> str:
     """The closing lines of a grade run, in Chinese."""
     failed, kernels = summary["failed"], summary["kernels"]
-    lines = [f"完成：评分 {len(summary['graded'])} 人，失败 {len(failed)} 人"
-             f"{('（' + '、'.join(failed) + '；日志在 autograde/.work/logs/）') if failed else ''}，"
+    reasons = summary.get("not_graded", {})
+    listed = "；".join(f"{s}：{reasons.get(s) or '原因见日志'}" for s in failed)
+    lines = [f"完成：评分 {len(summary['graded'])} 人，未评分 {len(failed)} 人{f'（{listed}）' if failed else ''}，"
              f"用时 {summary['seconds']} s（内核：{kernels['forked']} 个从预热进程 fork，{kernels['fresh']} 个全新启动）。"]
+    if failed:
+        lines.append("未评分的学生没有写入任何成绩（成绩册里原有的成绩不变），日志在 autograde/.work/logs/；"
+                     "问题解决后再运行同一命令（不必加 --force）会评完他们。"
+                     + (f"其余 {len(summary['graded'])} 人已评分，不受影响。" if summary["graded"] else ""))
+    if summary.get("retried"):
+        lines.append("评分进程意外退出时正在评的学生，已各自在新的评分进程里单独重评："
+                     + "、".join(summary["retried"]))
     if summary["flagged"]:
         lines.append(f"已在 formgrader 里标记（Flagged）{len(summary['flagged'])} 本，诚信报告里有原因："
                      + "、".join(f"{s} {nb}" for s, nb in summary["flagged"]))

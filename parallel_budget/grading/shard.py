@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import bounds, integrity, personal
+from . import bounds, infra, integrity, personal
 from .course import Course, quiet_app_logs, shard_config
 from .feedback import write_feedback
 from .gradebook import connect, max_scores
@@ -32,6 +32,8 @@ def grade_student(task: dict) -> dict:
 
     started = time.monotonic()
     kernels_before = dict(forkclient.launches)
+    infra.clear()
+    forkclient.forget_failures()  # an earlier shard's failed fork-server start is tried again
     course = Course(task["root"])
     student, assignment = task["student"], task["assignment"]
     shard = Path(task["shard"])
@@ -94,18 +96,25 @@ def grade_student(task: dict) -> dict:
             try:  # one nbgrader call for the whole submission (cheaper) ...
                 autograde("*")
             except Exception:  # ... and notebook by notebook when any failed, so one failure costs only itself
+                infra.check()  # the grader's failure (kernel start, sandbox): the student is not graded
                 for nb in graded:
                     try:
                         autograde(nb)
                     except Exception as exc:
+                        infra.check()
                         findings.append(integrity.Finding(student, nb, "", "grading_failed", type(exc).__name__))
                         failed.append(nb)
+            infra.check()
         findings.extend(_copying(student))
         _post_grade(shard, student, assignment, task, findings, _budget(cfg))
         write_feedback(cfg, shard, student, assignment, task.get("marks"))
         result.update(ok=True, findings=len(findings), failed=failed,
                       tricks=sorted({f.trick for f in findings} - {"missing_notebook", "unsandboxed"}))
-    except Exception:
+    except infra.InfrastructureError as exc:
+        result.update(infra=True, reason=f"评分环境故障（不是学生代码的问题）：{exc}")
+        result["errors"].append(traceback.format_exc(limit=6))
+    except Exception as exc:
+        result["reason"] = f"评分出错：{infra.short(exc)}"
         result["errors"].append(traceback.format_exc(limit=6))
     result["seconds"] = round(time.monotonic() - started, 3)
     result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkclient.launches.items()}
