@@ -259,6 +259,7 @@ def test_restart_drill_under_torchrun(lab):
     assert 1 in f["restart_counts"] and set(f["restart_counts"]) <= {0, 1}
     assert f["final_diff"] == 0 and f["time_lost"] > 0
     assert f["agent_codes"] == [0, 0]
+    assert f["forked"]  # torchrun forked every worker from its agent (--start-method=fork): no import of torch each
     assert all(row.ok is not False for row in r.rows)
 
 

@@ -1,7 +1,7 @@
 """The book build's lab cache: a lab's result is reused while nothing it could depend on has changed.
 
 A clean build of the book runs every chapter's labs, and the torchrun drill alone
-starts ten Python processes that import torch.  When ``PB_LAB_CACHE`` names a
+takes about ten seconds (two agents import torch, two c10d rendezvous rounds).  When ``PB_LAB_CACHE`` names a
 folder (the book build sets it, see :mod:`parallel_budget.book.build`),
 :func:`parallel_budget.labs.run_lab` first looks there for a successful result
 of the same lab, ranks and options, computed with the same *package digest*
