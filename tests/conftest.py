@@ -100,6 +100,9 @@ def disk_tab(browser, built_site):
 # `make test` gives each xdist worker whole modules in collection order (--dist loadscope), so these
 # go first: the long ones start at once instead of forming the tail.  Order only affects wall time.
 HEAVY = (
+    "test_grading_infra.py",  # ~300 s: preflight, a fault mid-run, a killed worker, batch merges (real grade runs)
+    "test_grading_cluster.py",  # a LocalCluster and real dask scheduler/worker processes
+    "test_grading_bounds.py",  # 5 MB and 50 MB notebooks, a slow walk cut at the student budget
     "test_grading_parallel.py",  # ~170 s: four real grade runs of a class
     "test_formgrader.py",  # ~110 s: formgrader in a browser beside the grade command
     "test_jupyterlab.py",  # ~110 s: three browser tests on one JupyterLab (a chapter, its labs, the glossary)
@@ -107,6 +110,7 @@ HEAVY = (
     "test_instructor.py",  # ~85 s
     "test_grading_hostile.py",  # ~70 s
     "test_grading_isolation.py",  # ~65 s
+    "test_grading_intake.py",
     "test_site_walk.py",  # ~100 s: every page at two widths in two colour schemes, axe-core on each
     "test_browser.py",
     "test_questions.py",
