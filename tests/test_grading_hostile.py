@@ -18,6 +18,7 @@ import pytest
 from grading_helpers import FILES, course_copy, flags, notebook_total, scores
 
 from parallel_budget.grading import classroom
+from parallel_budget.grading.collect import intake_rows
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -103,7 +104,8 @@ def test_slips_are_named_in_the_feedback_html(graded):
 EXPECTED = {
     # student: (score of 02 out of 11, tricks that must be flagged).  Test cells run in the
     # grader (trusted checking), so a trick in the kernel earns nothing: only right values score.
-    "invalid-json": (0, {"invalid_notebook"}),
+    # collection quarantines it (unreadable_notebook, an integrity.csv row): the shard finds 02 missing
+    "invalid-json": (0, {"missing_notebook"}),
     "deleted-test-cell": (9, {"deleted_test_cell"}),
     "edited-test-cell": (9, {"edited_test_cell"}),
     "duplicated-test-cell": (11, {"duplicated_test_cell"}),
@@ -131,8 +133,9 @@ def test_tampered_questions_lose_their_points_and_are_flagged(graded, student):
 
 def test_untouched_notebook_of_a_broken_student_keeps_its_points(graded):
     """Does a valid notebook keep full points when the same student's other notebook is invalid JSON?"""
-    _, _, sc, _ = graded
+    course, _, sc, _ = graded
     assert notebook_total(sc, "invalid-json", "01-two-rank-update") == 4
+    assert ("invalid-json", "unreadable_notebook") in {(r[0], r[4]) for r in intake_rows(course)}
 
 
 def test_tricks_that_were_flagged_only_now_score_zero(graded):

@@ -265,10 +265,14 @@ def test_a_forked_rank_looks_like_python_m_to_ps_and_psutil(tmp_path, monkeypatc
         assert _is_zygote(p.parent()) and p.parent().num_threads() == 1
         assert p.parent().pid in zygoteclient.live_zygotes()
     assert not no_children_left()  # a running rank counts; its zygote is never one
+    first = int(found[0].environ()["RANK"])
     for p in found:
         p.kill()
     th.join(60)
-    assert box["r"].returncodes == (-signal.SIGKILL, -signal.SIGKILL)
+    # the first rank dies of the test's kill; the launcher, seeing it, may stop the other (SIGTERM) before the
+    # test's second kill lands: both are reported as the signals they died of
+    codes = box["r"].returncodes
+    assert codes[first] == -signal.SIGKILL and codes[1 - first] in (-signal.SIGKILL, -signal.SIGTERM), codes
     assert no_children_left() and zygoteclient.live_zygotes()
 
 

@@ -87,6 +87,12 @@ def _problem(default_root: str, assignment: str, source: str, sandboxed: bool) -
         return "无法建立评分沙箱：" + why
     _prune_scratch(course)
     _setup(course)
+    from .preflight import PreflightError, check as preflight
+
+    try:  # the same check the client runs without a cluster: a kernel started the shards' way grades one cell
+        preflight(course, None, sandboxed)
+    except PreflightError as exc:
+        return str(exc)
     return None
 
 

@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import archive as arc
+from . import archive as arc, bounds
 from .course import Course, CourseError, load_config
 from .intake import COLLECT_TRICKS, Issue, bad_id, plan, shown
 
@@ -75,16 +75,27 @@ def upgrade(path: Path) -> str:
     return ""
 
 
+def says_v4(path: Path) -> bool:
+    """Does the notebook's tail say nbformat 4 (nbformat writes it last)?  Reads 4 KB, never the whole file."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4096))
+            found = _VERSION_TAIL.findall(fh.read())
+    except OSError:
+        return False
+    return bool(found) and found[-1] == b"4"
+
+
+def needs_upgrade(path: Path) -> bool:
+    """A notebook to read and convert now: not saying v4, and under the cap (an oversized one is the shard's to
+    report, unread: bounds.notebook_too_big).  A v4 notebook that is not valid JSON is the shard's too (invalid_notebook)."""
+    return not says_v4(path) and not bounds.notebook_too_big(path)
+
+
 def upgrade_in_place(folder: Path) -> None:
     """Convert the notebooks of a submission folder that say they are not v4 (read only their tail, else whole)."""
     for path in sorted(folder.glob("*.ipynb")):
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, path.stat().st_size - 4096))
-                found = _VERSION_TAIL.findall(fh.read())
-        except OSError:
-            continue
-        if not found or found[-1] != b"4":
+        if needs_upgrade(path):
             upgrade(path)  # an unreadable one is left for the shard to report (invalid_notebook)
 
 
@@ -123,7 +134,7 @@ def _gather(course: Course, source: Path, zipped: bool, assignment: str, work: P
         for place in decided.accepted:
             dest = work / place.student / "submitted" / place.name
             why = _stage(zf, place, dest, budget)
-            if not why and dest.suffix == ".ipynb" and (why := upgrade(dest)):
+            if not why and dest.suffix == ".ipynb" and needs_upgrade(dest) and (why := upgrade(dest)):
                 aside = _free(work / place.student / "quarantine" / Path(*place.member.parts))
                 aside.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(dest), str(aside))
