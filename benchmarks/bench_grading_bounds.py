@@ -31,9 +31,11 @@ from parallel_budget.grading import bounds, classroom, integrity  # noqa: E402
 from parallel_budget.grading.course import Course  # noqa: E402
 
 NB = "02-ring-allreduce"
+# VmHWM for the command itself (ru_maxrss of RUSAGE_SELF would count its parent's pages shared before exec)
 MEASURE = ("import json, resource, sys\nfrom parallel_budget.grading.runner import grade\n"
            "grade(sys.argv[1], root=sys.argv[2], jobs=2, quiet=True)\n"
-           "print(json.dumps([resource.getrusage(w).ru_maxrss / 1024 for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]))")
+           "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+           "print(json.dumps([hwm / 1024, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024]))")
 
 
 def traced(fn):
