@@ -99,6 +99,7 @@ def test_zero_state_matches_zero1_prediction_to_the_byte(lab):
     assert f["max_abs_diff"] <= 1e-6
 
 
+@pytest.mark.timing  # sleeps held to the model: a machine busy with other tests stretches them
 def test_tp_pp_tensor_parallel_exact_and_bubble_close(lab):
     """Do TP layers equal the full matmul, and is the pipeline's idle fraction near (p-1)/(m+p-1)?"""
     r = lab("tp_pp", microbatches=4)
@@ -109,6 +110,7 @@ def test_tp_pp_tensor_parallel_exact_and_bubble_close(lab):
     assert len(f["idle"]) == 2
 
 
+@pytest.mark.timing  # sleeps held to the model: a machine busy with other tests stretches them
 def test_late_rank_is_blamed(lab):
     """Is the slowed rank found as the one everybody waits for, with waits near straggler_wait's?"""
     r = lab("late_rank", slow_rank=0, delay_ms=120.0, steps=2)
