@@ -252,7 +252,9 @@ def test_pipeline_schedule_runs_gpipe_and_1f1b_as_predicted(lab):
     figure = r.report.figure
     assert figure.count("阶段 2 |") == 4 and "pipeline_timeline" in figure
     assert "sleep" in r.text()  # the report says what stands for the accelerator's compute
-    assert all(row.ok for row in r.rows if "气泡" not in row.item)
+    derived = [row for row in r.rows if "由实测顺序推出" in row.item]
+    assert len(derived) == 2 and all(row.ok is None and "推导" in row.verdict for row in derived)
+    assert all(row.ok for row in r.rows if "气泡" not in row.item and row not in derived)
 
 
 def test_restart_drill_under_torchrun(lab):
@@ -267,6 +269,8 @@ def test_restart_drill_under_torchrun(lab):
     assert f["agent_codes"] == [0, 0]
     assert f["forked"]  # torchrun forked every worker from its agent (--start-method=fork): no import of torch each
     assert all(row.ok is not False for row in r.rows)
+    setup = next(row for row in r.rows if "被杀的 worker" in row.item)
+    assert setup.ok is None and "设定" in setup.verdict  # the victim's own marker: set-up, never a tick
 
 
 def test_every_lab_is_covered():
