@@ -22,7 +22,8 @@ Per configuration the lab measures, as medians over ``steps``:
 * waiting: from the launch of the last bucket (backward has just finished its
   compute) until ``backward()`` returns -- the communication left exposed.
 
-The comm hook records each bucket's size and launch time.  The package predicts
+The comm hook records each bucket's size, launch time and whether it holds the
+first layer's parameters.  The package predicts
 the two ends with ``step_time``: no overlap (``overlap=0``) and full overlap
 (``overlap=1`` with the measured backward share and the last bucket's share of
 the communication as ``last_bucket``, which is always exposed).  A measured step
