@@ -4,12 +4,19 @@ A row marked ✓ must be computed from a measured quantity that is not its predi
 whose rows issue #33 questioned, each test builds a synthetic result that agrees with the model, checks
 that it gets its ✓, then perturbs the one measured input the row claims to check (the bucket order and
 launch times, the held microbatches, the saved bytes, the resume step...) and asserts that the row turns
-✗.  Rows that are derived or set-up must never carry a ✓, whatever the input.  No process is started.
+✗.  Rows that are derived or set-up must never carry a ✓, whatever the input.
+
+For every other lab, the last test takes a real run's results (``tests/files/lab-results.json``: the
+``return_values``, options and ranks of the book build's lab cache, ``.lab-cache/*.json``; regenerate it from
+there when a lab's result changes shape) and checks that each ✓ turns ✗ when some measured value changes.
+No process is started.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +223,88 @@ def test_restart_drill_set_up_row_is_never_a_tick():
     for x in w:
         x["killed"] = {"step": 3, "rank": 3, "at": 4.0, "attempt": 0}
     assert _drow(w, "被杀的 worker").ok is False
+
+
+# ------------------------------------------------------------------ every lab, on recorded results
+
+RECORDED = Path(__file__).parent / "files" / "lab-results.json"  # real runs' return_values (overlap: above)
+
+
+def _leaf_change(value):
+    """How one measured leaf is changed: numbers scaled and shifted, booleans flipped, strings emptied."""
+    if isinstance(value, bool):
+        return lambda x: not x
+    if isinstance(value, (int, float)):
+        return lambda x: x * 1.5 + 1
+    if isinstance(value, str):
+        return lambda x: "" if x else "?"
+    return None
+
+
+def _mutations(value, path=()):
+    """(path, change) for each measured leaf, for each list one element short, and for each leaf the same change
+    in every element of its innermost list ("*": every step of a rank, so a majority over steps can move too)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _mutations(v, path + (k,))
+    elif isinstance(value, list):
+        if value:
+            yield path, lambda x: x[:-1]
+        for i, v in enumerate(value):
+            yield from _mutations(v, path + (i,))
+        if len(value) > 1:
+            seen = set()
+            for sub, change in _mutations(value[0]):
+                if sub not in seen and "*" not in sub and change is not None:
+                    seen.add(sub)
+                    yield path + ("*",) + sub, change
+    else:
+        change = _leaf_change(value)
+        if change is not None:
+            yield path, change
+
+
+def _mutated(results, path, change):
+    out = copy.deepcopy(results)
+
+    def apply(target, rest):
+        key = rest[0]
+        keys = range(len(target)) if key == "*" else (key,)
+        for k in keys:
+            if len(rest) == 1:
+                target[k] = change(target[k])
+            else:
+                apply(target[k], rest[1:])
+
+    if not path:
+        return change(out)
+    apply(out, path)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(json.loads(RECORDED.read_text(encoding="utf-8"))))
+def test_every_tick_of_a_recorded_run_depends_on_a_measurement(name):
+    """For each lab: can every ✓ of a real run's report turn ✗ when one measured value is changed?
+
+    A row whose ✓ followed from the options and the model alone (its prediction compared with itself) would
+    survive every such change.  This is weaker than the targeted tests above (a row true by construction for
+    any *consistent* measurement can still fail on one changed value), and those hold the labs of issue #33.
+    """
+    from parallel_budget.labs.config import lab_module
+
+    run = json.loads(RECORDED.read_text(encoding="utf-8"))[name]
+    module = lab_module(name)
+    results, opts, ranks = run["return_values"], run["options"], run["ranks"]
+    base = module.summarize(results, opts, ranks)
+    ticked = {row.item for row in base.rows if row.ok is True}
+    assert ticked, f"{name}: the recorded run has no ✓ to check"
+    flipped = set()
+    for path, change in _mutations(results):
+        try:
+            report = module.summarize(_mutated(results, path, change), opts, ranks)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError, StopIteration):
+            continue  # a result of another shape: the lab refuses it, no row to read
+        flipped |= {row.item for row in report.rows if row.item in ticked and row.ok is False}
+        if flipped == ticked:
+            break
+    assert flipped == ticked, f"{name}: these ✓ rows never turn ✗ when a measured value changes: {ticked - flipped}"
