@@ -357,6 +357,26 @@ def test_the_zygote_forks_only_what_python_m_would_start_identically(capsys):
     assert capsys.readouterr().err == "故障\n"
 
 
+def test_a_rank_ends_with_atexit_and_flushed_streams_but_no_interpreter_teardown():
+    """Does end_rank() run atexit handlers and flush, but skip the teardown in which a plain rank once died
+    ("terminate called without an active exception": gloo threads kept alive by DDP's reducer)?"""
+    code = ("import atexit, sys\n"
+            "from parallel_budget.labs.cli import end_rank\n"
+            "class Teardown:\n"
+            "    def __del__(self):\n"
+            "        print('teardown ran', flush=True)\n"
+            "keep = Teardown()\n"
+            "atexit.register(lambda: print('atexit ran'))\n"
+            "sys.stdout.write('unflushed')\n"
+            "end_rank(3)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 3
+    assert "unflushed" in done.stdout and "atexit ran" in done.stdout and "teardown ran" not in done.stdout
+    plain = subprocess.run([sys.executable, "-c", code.replace("end_rank(3)", "sys.exit(3)")], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT)
+    assert plain.returncode == 3 and "teardown ran" in plain.stdout  # what the interpreter's teardown would do
+
+
 def test_an_edited_package_gets_a_fresh_zygote(monkeypatch):
     """After a module of the package changed on disk, do the next ranks fork from a zygote that imported the new code?"""
     monkeypatch.setenv("PB_LAB_ZYGOTE", "1")

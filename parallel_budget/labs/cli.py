@@ -19,6 +19,7 @@ from .launcher import run_lab
 from .result import LabError, environment_line
 from .report import render_text
 from .runtime import RESULT_KEY, TIME_KEY, Context, parse_cli
+from .zygoterank import exit_without_teardown
 
 
 def collect_results(store, world_size: int, timeout: float) -> list:
@@ -70,4 +71,23 @@ def main(module, argv=None) -> None:
                           figure=report.figure), flush=True)
     ctx.close()
     sys.stdout.flush()
-    sys.exit(status)
+    end_rank(status)
+
+
+def end_rank(status: int) -> None:
+    """End a rank after ``ctx.close()``: atexit handlers and flushed streams, but no interpreter teardown.
+
+    ``destroy_process_group()`` does not stop gloo's threads when something still holds the backend: after
+    DDP, its C++ reducer does (gloo has no ``shutdown()``; in torch 2.13 two ``pt_gloo_runloop`` threads and
+    ``gloo_tcp_loop`` outlive ``destroy_process_group()`` and ``gc.collect()``).  A ``python -m`` rank that
+    then tears its interpreter and C++ statics down beside live gloo threads once died with "terminate called
+    without an active exception".  So every rank ends as the zygote's forked ranks always have
+    (:func:`.zygoterank.exit_without_teardown`).  A worker forked by torchrun's multiprocessing start method
+    ends with ``sys.exit``: multiprocessing then leaves by ``os._exit`` itself, after its own bookkeeping,
+    and the agent's atexit handlers must not run in its child.
+    """
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        sys.exit(status)
+    exit_without_teardown(status)

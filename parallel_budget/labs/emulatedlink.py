@@ -7,8 +7,8 @@ when it is launched and the link is free, stays there for ``ring_allreduce(R, bu
 finished; a :class:`Timer` thread sleeps until then.  Communication so costs wall time but no CPU,
 as on a GPU whose copy engines move data while the SMs compute.
 
-:func:`step_parts` decomposes one DDP step on that link from its own time stamps (compute, hidden and
-exposed link time); :func:`straggler_step` picks, of all ranks' timed steps, the one the lab reports.
+:func:`step_parts` decomposes one DDP step on that link from its own time stamps and an independent
+end of backward (compute, hidden and exposed link time); :func:`straggler_step` picks, of all ranks' timed steps, the one the lab reports.
 """
 
 from __future__ import annotations
@@ -91,19 +91,24 @@ class Link:
             self.timer.close()
 
 
-def step_parts(t0: float, t_fwd: float, t1: float, record: list) -> dict:
+def step_parts(t0: float, t_fwd: float, t1: float, record: list, end_backward: float) -> dict:
     """One DDP step on the emulated link, from its own time stamps.
 
-    The last bucket is launched when backward's compute ends: compute = until then, exposed = after it.
-    The link's busy time is known bucket by bucket, so what of it lay before that moment was hidden.
+    ``end_backward`` is when backward's compute ended by a clock DDP does not drive: the gradient hook
+    of the first layer's parameters (the last ones autograd computes).  The link's busy time is known
+    bucket by bucket: what of it lay before that moment was hidden, what lay after it exposed.  Nothing
+    here assumes DDP's bucket order: whether the last bucket launched holds the first layer
+    (``last_has_first``) and when it was launched (``last_launch``, s after ``end_backward``) are measured.
     """
-    end_compute = record[-1]["launch"]
     links = [e["link"] for e in record]
     return {
-        "step": t1 - t0, "compute": end_compute - t0, "forward": t_fwd - t0, "exposed": t1 - end_compute,
+        "step": t1 - t0, "compute": end_backward - t0, "forward": t_fwd - t0, "wait": t1 - end_backward,
         "comm": sum(b - a for a, b in links),
-        "hidden": sum(max(0.0, min(b, end_compute) - a) for a, b in links),
+        "hidden": sum(max(0.0, min(b, end_backward) - a) for a, b in links),
+        "exposed": sum(max(0.0, b - max(a, end_backward)) for a, b in links),
         "last": links[-1][1] - links[-1][0],
+        "last_launch": record[-1]["launch"] - end_backward,
+        "last_has_first": bool(record[-1].get("first_layer")),
     }
 
 

@@ -3,7 +3,8 @@
 :func:`setup_rank` gives the child the session, streams, environment, folder and
 -- in ``/proc``, for ``ps`` and psutil -- the command line and environment of the
 plain process; :func:`become` runs the lab module as ``__main__`` and ends the
-process as a fork()ed multiprocessing child ends (:func:`_exit`).
+process as a fork()ed multiprocessing child ends (:func:`exit_without_teardown`, which
+:func:`.cli.main` uses for every other rank too).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def become(request: dict) -> None:
     except BaseException:  # noqa: BLE001 - printed and exit code 1, as the interpreter does
         sys.excepthook(*sys.exc_info())
         code = 1
-    _exit(code)
+    exit_without_teardown(code)
 
 
 def _exit_code(code) -> int:
@@ -124,7 +125,7 @@ def _exit_code(code) -> int:
     return 1
 
 
-def _exit(code: int) -> None:
+def exit_without_teardown(code: int) -> None:
     """End a forked rank as a fork()ed multiprocessing child ends: without the interpreter's teardown.
 
     What an interpreter does before it exits is kept -- non-daemon threads are
