@@ -30,7 +30,8 @@ import sys
 
 import pint
 
-from ..model.units import Q_, parse
+from ..model.unit_text import MAX_TEXT_CHARS, MAX_UNIT_TERMS, NUMBER
+from ..model.units import Q_, parse, unit_of_items
 
 # Unit suffixes of answer names -> (kind for units.parse, unit the bare number is in).
 SUFFIX_UNITS = {
@@ -42,6 +43,9 @@ SUFFIX_UNITS = {
     "s": ("time", "s"),
 }
 KIND_ZH = {"bytes": "数据量", "time": "时间", "bandwidth": "带宽", "number": "纯数字", "fraction": "比例"}
+
+
+_NUMBER_TEXT = re.compile(NUMBER)
 
 
 class AnswerError(ValueError):
@@ -85,12 +89,12 @@ def _genuine_quantity(value, name: str):
     if number is None:
         raise AnswerError(f"变量 {name} 的数值部分不是普通的数（{type(mag).__name__}）。请写成 {name} = \"3 GB\" 这样的形式。")
     parts = []
-    for unit, exp in items:
+    for unit, exp in items[:MAX_UNIT_TERMS + 1]:
         e = _genuine_number(exp)
         if not isinstance(unit, str) or e is None:
             raise AnswerError(f"变量 {name} 的单位无法识别。请写成 {name} = \"3 GB\" 这样的形式。")
-        parts.append(f"({str.__str__(unit)})**{e!r}")
-    return number, " * ".join(parts) or "dimensionless"
+        parts.append((str.__str__(unit)[:64], e))
+    return number, parts
 
 
 def describe(value) -> str:
@@ -105,8 +109,9 @@ def describe(value) -> str:
         return repr(text if len(text) <= 60 else text[:57] + "...")
     if isinstance(value, pint.Quantity):
         try:
-            mag, unit = _genuine_quantity(value, "答案")
-            return f"Quantity({mag!r}, {unit!r})"
+            mag, parts = _genuine_quantity(value, "答案")
+            unit = unit_of_items(parts)
+            return f"Quantity({mag!r}, {str(unit) if unit is not None else '无法识别的单位'!r})"
         except AnswerError:
             return "无法识别的 Quantity"
     return f"{type(value).__name__} 类型的对象"
@@ -138,13 +143,14 @@ def read_answer(name: str, value, kind: str | None = None):
     if kind in ("number", "fraction"):
         if number is None and isinstance(value, str):
             text = str.__str__(value).strip()
-            try:
-                number = float(text[:-1]) / 100 if kind == "fraction" and text.endswith("%") else float(text)
-            except ValueError:
+            digits = text[:-1].rstrip() if kind == "fraction" and text.endswith("%") else text
+            if len(text) <= MAX_TEXT_CHARS and _NUMBER_TEXT.fullmatch(digits):  # the grammar, as practice.js's NUMBER
+                number = float(digits) / 100 if digits is not text else float(digits)
+            else:
                 raise AnswerError(
                     f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 0.455"
                     + ("或 \"45.5%\"。" if kind == "fraction" else "。")
-                ) from None
+                )
         if number is None:
             raise AnswerError(f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 1.5。")
         if not math.isfinite(number):
@@ -159,13 +165,14 @@ def read_answer(name: str, value, kind: str | None = None):
     elif isinstance(value, str):
         value = str.__str__(value)
     elif isinstance(value, pint.Quantity):
-        mag, unit = _genuine_quantity(value, name)
-        try:
-            value = Q_(mag, unit)
-        except Exception:
+        mag, parts = _genuine_quantity(value, name)
+        unit = unit_of_items(parts)  # one known identifier per term, small integer powers: never an expression
+        if unit is None:
             raise AnswerError(
-                f"变量 {name} 的单位 {unit!r} 不在本课程的单位表里。例如 {_example(name)}。"
-            ) from None
+                f"变量 {name} 的单位 {' * '.join(f'{u}**{e:g}' for u, e in parts)[:80]!r} 不在本课程的单位表里。"
+                f"例如 {_example(name)}。"
+            )
+        value = Q_(mag, unit)
     else:
         raise AnswerError(
             f"变量 {name} 需要{KIND_ZH[kind]}：数字（按 {spec[1]}）、带单位的字符串或 pint Quantity，"
@@ -207,7 +214,7 @@ def _check_fraction(name: str, number: float, value) -> None:
     raise AnswerError(f"变量 {name} 是 0 到 1 之间的比例（或 \"0%\" 到 \"100%\"），收到 {describe(value)}。")
 
 
-_INT_TEXT = re.compile(r"^[+-]?\d+$")
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,30}")  # fullmatch, ASCII digits (practice.js)
 
 
 def read_int(name: str, value, allow_none: bool = False):
@@ -229,7 +236,7 @@ def read_int(name: str, value, allow_none: bool = False):
         return int.__int__(value)
     if isinstance(value, str):
         text = str.__str__(value).strip()
-        if _INT_TEXT.match(text):
+        if _INT_TEXT.fullmatch(text):
             return int(text)
         raise AnswerError(f"变量 {name} 需要整数{also}，收到字符串 {describe(value)}。请直接写数字，例如 {name} = 2。")
     number = _genuine_number(value)
