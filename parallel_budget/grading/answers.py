@@ -32,6 +32,7 @@ import pint
 
 from ..model.unit_text import MAX_TEXT_CHARS, MAX_UNIT_TERMS, NUMBER
 from ..model.units import Q_, parse, unit_of_items
+from .plain import UnreadQuantity
 
 # Unit suffixes of answer names -> (kind for units.parse, unit the bare number is in).
 SUFFIX_UNITS = {
@@ -50,6 +51,19 @@ _NUMBER_TEXT = re.compile(NUMBER)
 
 class AnswerError(ValueError):
     """The answer cannot be read as the quantity its name promises."""
+
+
+class Unevaluated(AnswerError):
+    """Text that is an expression or too long: refused unread (the grader never evaluates a student's text)."""
+
+
+_EXPRESSION = re.compile(r"[*()^]")
+
+
+def _refuse_text(message: str, text: str) -> AnswerError:
+    """The error for text the grammar refused: :class:`Unevaluated` (an integrity row) if it looks like an expression."""
+    text = text.strip()
+    return (Unevaluated if len(text) > MAX_TEXT_CHARS or _EXPRESSION.search(text[:10_000]) else AnswerError)(message)
 
 
 def unit_of(name: str):
@@ -147,10 +161,9 @@ def read_answer(name: str, value, kind: str | None = None):
             if len(text) <= MAX_TEXT_CHARS and _NUMBER_TEXT.fullmatch(digits):  # the grammar, as practice.js's NUMBER
                 number = float(digits) / 100 if digits is not text else float(digits)
             else:
-                raise AnswerError(
+                raise _refuse_text(
                     f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 0.455"
-                    + ("或 \"45.5%\"。" if kind == "fraction" else "。")
-                )
+                    + ("或 \"45.5%\"。" if kind == "fraction" else "。"), text)
         if number is None:
             raise AnswerError(f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 1.5。")
         if not math.isfinite(number):
@@ -160,6 +173,9 @@ def read_answer(name: str, value, kind: str | None = None):
         return number
     if spec is None:
         raise AnswerError(f"变量名 {name} 没有单位后缀，无法按 {kind} 读取。")
+    if isinstance(value, UnreadQuantity):
+        raise Unevaluated(f"变量 {name} 是一个单位无法识别的 Quantity（单位不是本课程单位表里的名字，可能是表达式），"
+                          f"评分者没有读取它。例如 {_example(name)}。")
     if number is not None:
         value = Q_(number, spec[1])
     elif isinstance(value, str):
@@ -182,7 +198,8 @@ def read_answer(name: str, value, kind: str | None = None):
         return parse(value, kind, arg=name)
     except ValueError as exc:
         message = str(exc)
-    raise AnswerError(_suffix_message(message, name, spec))
+    error = _suffix_message(message, name, spec)
+    raise _refuse_text(error, value) if isinstance(value, str) else AnswerError(error)
 
 
 def _suffix_message(message: str, name: str, spec) -> str:
