@@ -17,7 +17,6 @@ from grading_helpers import ROOT, course_copy, flags, notebook_total, scores
 from parallel_budget.grading import classroom, integrity, overrun, plain, trusted
 from parallel_budget.grading.answers import AnswerError, Unevaluated, read_answer
 from parallel_budget.grading.course import Course
-from parallel_budget.model import units
 
 NB3 = "03-zero-memory"
 # Each of these costs pint minutes to hours (or its recursion limit) when it is evaluated as an expression.

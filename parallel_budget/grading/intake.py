@@ -211,6 +211,10 @@ def plan(members, assignment: str, notebooks, regexp: str, intake: Intake = Inta
     members = [m for m in members if m.kind != "dir" and not (m.parts and is_junk(m.parts))]
     wrap = _wrapper(members, intake)
     candidates, quarantined, rejected, students, bad = [], [], [], set(), set()
+    if intake.unwrap and not wrap:  # said, but not one folder holding everything: read as it is, and say so
+        tops = sorted({shown(m.parts[0]) for m in members if m.parts})[:5]
+        rejected.append(Issue("--unwrap", "", "not_collected", f"上传的顶层不是唯一的一个文件夹（{'、'.join(tops)}），"
+                              "没有拆开；按原样收集"))
     for m in members:
         parts = m.parts[1:] if wrap and m.parts else m.parts
         if not parts:  # unsafe name: belongs to the owner, or to the student folder it claims if that is one

@@ -15,6 +15,8 @@ or a top-level ``<student>/`` folder and a file directly in it, unless that
 file's own name points to another student.  A deeper file (inside a folder or
 archive a student uploaded) is skipped with a warning naming it; ``grade`` on
 the export keeps such files in the uploader's quarantine instead.
+An export that wraps everything in one folder is read below it only when the
+instructor says so (``--TopLevelNames.unwrap=True``, as ``grade --unwrap``).
 ``archive/`` holds the LMS's export only: a student's own zip is late work,
 collected with ``grade late.zip --from-student ID``.
 """
@@ -25,6 +27,7 @@ import os
 from pathlib import Path
 
 from nbgrader.plugins import FileNameCollectorPlugin
+from traitlets import Bool
 
 from .intake import bad_id
 
@@ -42,6 +45,9 @@ def lms_parts(relative: Path, archive_dir: Path, zip_ext) -> tuple:
 
 class TopLevelNames(FileNameCollectorPlugin):
     """A student id from the LMS's own layout: a top-level ``<student>_<nb>.ipynb`` or a ``<student>/`` folder."""
+
+    unwrap = Bool(False, help="The LMS export wraps everything in one folder: read below it (grade's --unwrap). "
+                              "Pass --TopLevelNames.unwrap=True on the command line.").tag(config=True)
 
     def _dirs(self):
         app = self.parent
@@ -63,6 +69,8 @@ class TopLevelNames(FileNameCollectorPlugin):
         except ValueError:
             return None
         below = lms_parts(relative, archive, zip_ext)
+        if self.unwrap and len(below) > 1:  # the instructor said the export has one wrapper folder
+            below = below[1:]
         if len(below) == 1:  # <student>_<nb>.ipynb at the top: the pattern on the name alone
             found = self._match("/" + below[0])
             return found if found and found.get("student_id") and found.get("file_id") else None
