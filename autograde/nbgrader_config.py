@@ -90,5 +90,8 @@ c.LimitOutputSize.max_chars = 20000
 c.CsvExportPlugin.to = os.path.join(_here, "grades.csv")
 
 # zip_collect: an archive holding <student_id>/<notebook>.ipynb or <student_id>_<notebook>.ipynb
-# (at any depth; student ids without "_" or "/").
+# (student ids without "_" or "/").  The collector reads an id only at the top of the LMS export, never from a
+# deeper folder or a student's own archive (parallel_budget.grading.zipnames); grade applies the same rules.
 c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)[/_](?P<file_id>[^/_][^/]*\.ipynb)$"
+c.TopLevelNames.named_regexp = c.FileNameCollectorPlugin.named_regexp
+c.ZipCollectApp.collector_plugin = "parallel_budget.grading.zipnames.TopLevelNames"

@@ -121,12 +121,15 @@ def test_a_deeper_notebook_is_outside_the_layout_not_another_students(fresh, tmp
     assert [i.trick for i in got.quarantined] == ["outside_layout", "outside_layout"]
 
 
-def test_lms_file_names_at_the_top_and_in_one_wrapper_folder(fresh, tmp_path):
-    """Are <student>_<nb>.ipynb files read at the top level and inside a single wrapper folder?"""
+def test_lms_file_names_at_the_top_and_in_one_wrapper_folder_when_told(fresh, tmp_path):
+    """Are <student>_<nb>.ipynb files read at the top level, and inside a single wrapper folder with --unwrap only?"""
     got = collect(fresh, _zip(tmp_path / "a.zip", {f"s1_{NB1}.ipynb": _nb(fresh, NB1, "s1")}), "lesson")
     assert got.students == ("s1",) and _tag(fresh, "s1") == "s1"
-    got = collect(fresh, _zip(tmp_path / "b.zip", {f"lms-export/s2_{NB1}.ipynb": _nb(fresh, NB1, "s2"),
-                                                   f"lms-export/s3_{NB1}.ipynb": _nb(fresh, NB1, "s3")}), "lesson")
+    wrapped = _zip(tmp_path / "b.zip", {f"lms-export/s2_{NB1}.ipynb": _nb(fresh, NB1, "s2"),
+                                        f"lms-export/s3_{NB1}.ipynb": _nb(fresh, NB1, "s3")})
+    got = collect(fresh, wrapped, "lesson")  # not told: lms-export/ is a folder like any student's
+    assert not (fresh.submitted / "s2").exists() and _tricks(got) == {("lms-export", "other_student")}
+    got = collect(fresh, wrapped, "lesson", unwrap=True)
     assert {"s2", "s3"} <= set(got.students) and _tag(fresh, "s3") == "s3" and not got.quarantined
 
 

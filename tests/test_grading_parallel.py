@@ -169,7 +169,7 @@ def test_late_submission_and_single_regrade_keep_manual_grades(tmp_path):
     archive = tmp_path / "downloaded.zip"  # what zip_collect takes: <student>_<notebook>.ipynb
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(late / "late" / "lesson" / "05-debugging.ipynb", "lms-export/late_05-debugging.ipynb")
-    summary = grade(archive, root=course.root, jobs=2, timeout=5, quiet=True)
+    summary = grade(archive, root=course.root, jobs=2, timeout=5, quiet=True, owner="late", unwrap=True)  # README 4.4
     assert summary["graded"] == ["late"] and summary["skipped"] == 2
     summary = grade(None, root=course.root, jobs=2, timeout=5, quiet=True, students=["p1"])
     assert summary["graded"] == ["p1"]

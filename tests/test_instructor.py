@@ -159,7 +159,7 @@ def test_no_student_file_is_left_untracked(tmp_path):
     archive_dir.mkdir(parents=True)
     with zipfile.ZipFile(archive_dir / "lms.zip", "w") as zf:
         zf.writestr(f"export/zc1_{NB}.ipynb", json.dumps(answers[NB], ensure_ascii=False))
-    done = _cli(course, "nbgrader", "zip_collect", "lesson", "--force")
+    done = _cli(course, "nbgrader", "zip_collect", "lesson", "--force", "--TopLevelNames.unwrap=True")  # export/
     assert done.returncode == 0, done.stdout + done.stderr
     assert (course.submitted / "ex1" / "lesson" / f"{NB}.ipynb").exists()
     assert (course.submitted / "zc1" / "lesson" / f"{NB}.ipynb").exists()

@@ -182,6 +182,14 @@ PARSE_TEXTS = {
                   "25 Gb", "x", "-1 GB/s", "25 gb/s", "100 mbps", "8 kb/s", "100 mB/s"],
     "time": ["400 ms", "0.4 s", "120ms", "1 min", "250 us", "400", "3 GB", "-1 ms", "ms", "2 h"],
 }
+# Pathological text (issue 31): expressions pint would evaluate for hours, nesting, huge exponents and
+# lengths, non-ASCII digits, Python-only number spellings.  Both readers refuse each at once (unit_text).
+PARSE_TEXTS["bytes"] += ["2**9999999 MB", "9**9**9**9 B", "((((((((1))))))))", "(" * 60 + "1" + ")" * 60 + " MB",
+                         "1 MB * 10**10**10", "1" * 31 + " MB", "1." + "0" * 31 + " MB", "1e99999 GB", "1e308 TB",
+                         "3 MB" + " MB" * 30, "1 " + "M" * 70 + "B", "\u0661 MB", "1_000 MB", "nan MB", "inf GB",
+                         "0x10 MB", "1 MB + 1 MB", "1 MB/s*s", "1 byte", "2 GiB ", "1.5e3MB"]
+PARSE_TEXTS["bandwidth"] += ["25 GB / s", "1 GiB/sec", "25 GB/s/s", "25 GB/(1/s)", "25 GB/ms"]
+PARSE_TEXTS["time"] += ["400 ms**2", "1e-3 s", "250 µs", "2 hr"]
 # fmt_auto: every unit of AUTO_UNITS, its boundaries (999.96 ms rounds to 1 s), zero.
 AUTO_VALUES = [(x, "s") for x in (0.0, 1e-9, 5e-5, 0.12, 0.9996, 0.99949, 1.0, 1.06, 120.0, 999.4, 999.96, 3600.0,
                                    59999.0, 7.2e6, 2e9)]

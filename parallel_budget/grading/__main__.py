@@ -140,6 +140,11 @@ def main(argv=None) -> int:
                    help="在 Dask 集群上评分：调度器地址（dask scheduler 打印的地址，例如 tcp://10.0.0.5:8786），"
                    "或 local:N（本机 N 个 worker 进程）；见 autograde/README.md 第 7 节")
     g.add_argument("--student", action="append", help="只评这个学生（可重复）；用于重评一个人")
+    g.add_argument("--from-student", metavar="ID", default="",
+                   help="这份上传只属于这位学生（迟交）：文件只进他/她的提交，指向别人的文件隔离在他/她名下")
+    g.add_argument("--layout", choices=("auto", "folders", "lms"), default="auto",
+                   help="上传的布局：folders（<学生>/…）、lms（顶层 <学生>_<notebook>.ipynb）或 auto（两者，默认）")
+    g.add_argument("--unwrap", action="store_true", help="上传只有一个顶层文件夹、它是外包的一层（例如 lms-export/）时，读它里面")
     g.add_argument("--force", action="store_true", help="重评所有人，即使提交没有变化")
     g.add_argument("--timeout", type=int, help="每个单元的超时秒数（默认按 nbgrader_config.py，30 秒）")
     g.add_argument("--no-sandbox", action="store_true", help="不用沙箱评分（只在无法建立沙箱、且提交可信时使用）")
@@ -180,7 +185,8 @@ def main(argv=None) -> int:
 
             summary = grade(args.submissions, root=course.root, assignment=args.assignment, jobs=args.jobs,
                             students=args.student, force=args.force, timeout=args.timeout,
-                            sandbox=not args.no_sandbox, cluster=args.cluster)
+                            sandbox=not args.no_sandbox, cluster=args.cluster, owner=args.from_student,
+                            layout=args.layout, unwrap=args.unwrap)
             return 1 if summary["failed"] or summary.get("not_collected") else 0
         if args.command == "feedback":
             from .runner import rewrite_feedback

@@ -30,7 +30,9 @@ import sys
 
 import pint
 
-from ..model.units import Q_, parse
+from ..model.unit_text import MAX_TEXT_CHARS, MAX_UNIT_TERMS, NUMBER
+from ..model.units import Q_, parse, unit_of_items
+from .plain import UnreadQuantity
 
 # Unit suffixes of answer names -> (kind for units.parse, unit the bare number is in).
 SUFFIX_UNITS = {
@@ -44,8 +46,24 @@ SUFFIX_UNITS = {
 KIND_ZH = {"bytes": "数据量", "time": "时间", "bandwidth": "带宽", "number": "纯数字", "fraction": "比例"}
 
 
+_NUMBER_TEXT = re.compile(NUMBER)
+
+
 class AnswerError(ValueError):
     """The answer cannot be read as the quantity its name promises."""
+
+
+class Unevaluated(AnswerError):
+    """Text that is an expression or too long: refused unread (the grader never evaluates a student's text)."""
+
+
+_EXPRESSION = re.compile(r"[*()^]")
+
+
+def _refuse_text(message: str, text: str) -> AnswerError:
+    """The error for text the grammar refused: :class:`Unevaluated` (an integrity row) if it looks like an expression."""
+    text = text.strip()
+    return (Unevaluated if len(text) > MAX_TEXT_CHARS or _EXPRESSION.search(text[:10_000]) else AnswerError)(message)
 
 
 def unit_of(name: str):
@@ -85,12 +103,12 @@ def _genuine_quantity(value, name: str):
     if number is None:
         raise AnswerError(f"变量 {name} 的数值部分不是普通的数（{type(mag).__name__}）。请写成 {name} = \"3 GB\" 这样的形式。")
     parts = []
-    for unit, exp in items:
+    for unit, exp in items[:MAX_UNIT_TERMS + 1]:
         e = _genuine_number(exp)
         if not isinstance(unit, str) or e is None:
             raise AnswerError(f"变量 {name} 的单位无法识别。请写成 {name} = \"3 GB\" 这样的形式。")
-        parts.append(f"({str.__str__(unit)})**{e!r}")
-    return number, " * ".join(parts) or "dimensionless"
+        parts.append((str.__str__(unit)[:64], e))
+    return number, parts
 
 
 def describe(value) -> str:
@@ -105,8 +123,9 @@ def describe(value) -> str:
         return repr(text if len(text) <= 60 else text[:57] + "...")
     if isinstance(value, pint.Quantity):
         try:
-            mag, unit = _genuine_quantity(value, "答案")
-            return f"Quantity({mag!r}, {unit!r})"
+            mag, parts = _genuine_quantity(value, "答案")
+            unit = unit_of_items(parts)
+            return f"Quantity({mag!r}, {str(unit) if unit is not None else '无法识别的单位'!r})"
         except AnswerError:
             return "无法识别的 Quantity"
     return f"{type(value).__name__} 类型的对象"
@@ -138,13 +157,13 @@ def read_answer(name: str, value, kind: str | None = None):
     if kind in ("number", "fraction"):
         if number is None and isinstance(value, str):
             text = str.__str__(value).strip()
-            try:
-                number = float(text[:-1]) / 100 if kind == "fraction" and text.endswith("%") else float(text)
-            except ValueError:
-                raise AnswerError(
+            digits = text[:-1].rstrip() if kind == "fraction" and text.endswith("%") else text
+            if len(text) <= MAX_TEXT_CHARS and _NUMBER_TEXT.fullmatch(digits):  # the grammar, as practice.js's NUMBER
+                number = float(digits) / 100 if digits is not text else float(digits)
+            else:
+                raise _refuse_text(
                     f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 0.455"
-                    + ("或 \"45.5%\"。" if kind == "fraction" else "。")
-                ) from None
+                    + ("或 \"45.5%\"。" if kind == "fraction" else "。"), text)
         if number is None:
             raise AnswerError(f"变量 {name} 需要一个纯数字，收到 {describe(value)}。例如 {name} = 1.5。")
         if not math.isfinite(number):
@@ -154,18 +173,22 @@ def read_answer(name: str, value, kind: str | None = None):
         return number
     if spec is None:
         raise AnswerError(f"变量名 {name} 没有单位后缀，无法按 {kind} 读取。")
+    if isinstance(value, UnreadQuantity):
+        raise Unevaluated(f"变量 {name} 是一个单位无法识别的 Quantity（单位不是本课程单位表里的名字，可能是表达式），"
+                          f"评分者没有读取它。例如 {_example(name)}。")
     if number is not None:
         value = Q_(number, spec[1])
     elif isinstance(value, str):
         value = str.__str__(value)
     elif isinstance(value, pint.Quantity):
-        mag, unit = _genuine_quantity(value, name)
-        try:
-            value = Q_(mag, unit)
-        except Exception:
+        mag, parts = _genuine_quantity(value, name)
+        unit = unit_of_items(parts)  # one known identifier per term, small integer powers: never an expression
+        if unit is None:
             raise AnswerError(
-                f"变量 {name} 的单位 {unit!r} 不在本课程的单位表里。例如 {_example(name)}。"
-            ) from None
+                f"变量 {name} 的单位 {' * '.join(f'{u}**{e:g}' for u, e in parts)[:80]!r} 不在本课程的单位表里。"
+                f"例如 {_example(name)}。"
+            )
+        value = Q_(mag, unit)
     else:
         raise AnswerError(
             f"变量 {name} 需要{KIND_ZH[kind]}：数字（按 {spec[1]}）、带单位的字符串或 pint Quantity，"
@@ -175,7 +198,8 @@ def read_answer(name: str, value, kind: str | None = None):
         return parse(value, kind, arg=name)
     except ValueError as exc:
         message = str(exc)
-    raise AnswerError(_suffix_message(message, name, spec))
+    error = _suffix_message(message, name, spec)
+    raise _refuse_text(error, value) if isinstance(value, str) else AnswerError(error)
 
 
 def _suffix_message(message: str, name: str, spec) -> str:
@@ -207,7 +231,7 @@ def _check_fraction(name: str, number: float, value) -> None:
     raise AnswerError(f"变量 {name} 是 0 到 1 之间的比例（或 \"0%\" 到 \"100%\"），收到 {describe(value)}。")
 
 
-_INT_TEXT = re.compile(r"^[+-]?\d+$")
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,30}")  # fullmatch, ASCII digits (practice.js)
 
 
 def read_int(name: str, value, allow_none: bool = False):
@@ -229,7 +253,7 @@ def read_int(name: str, value, allow_none: bool = False):
         return int.__int__(value)
     if isinstance(value, str):
         text = str.__str__(value).strip()
-        if _INT_TEXT.match(text):
+        if _INT_TEXT.fullmatch(text):
             return int(text)
         raise AnswerError(f"变量 {name} 需要整数{also}，收到字符串 {describe(value)}。请直接写数字，例如 {name} = 2。")
     number = _genuine_number(value)

@@ -37,7 +37,7 @@ import html
 import os
 import sys
 
-from .answers import AnswerError, describe, read_answer, read_int, unit_of
+from .answers import AnswerError, Unevaluated, describe, read_answer, read_int, unit_of
 from .diagnose import Expected, bits_slip, diagnose, unit_slip
 from ..model.units import fmt
 
@@ -62,9 +62,13 @@ class CheckFailed(AssertionError):
                 for i, line in enumerate(str(self).split("\n"))]
 
 
-def _fail(message: str):
+class Unread(CheckFailed):
+    """The answer was an expression or too long: refused unread (:class:`.answers.Unevaluated`); an integrity row."""
+
+
+def _fail(message: str, error=CheckFailed):
     __tracebackhide__ = True
-    raise CheckFailed(message)
+    raise error(message)
 
 
 def _receipt(text: str) -> None:
@@ -114,8 +118,8 @@ def _read(name, given, kind):
     try:
         return read_answer(name, given, kind)
     except AnswerError as exc:
-        message = str(exc)
-    _fail(message)
+        message, error = str(exc), Unread if isinstance(exc, Unevaluated) else CheckFailed
+    _fail(message, error)
 
 
 def _unit(name, fallback=None):

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from . import archive as arc, bounds
 from .course import Course, CourseError, load_config
-from .intake import COLLECT_TRICKS, Issue, bad_id, plan, shown
+from .intake import COLLECT_TRICKS, Intake, Issue, bad_id, plan, shown
 
+ROSTER = "roster.txt"  # autograde/roster.txt: one student id a line (# starts a comment); the class, closed
 REJECTED = "_rejected"  # a folder name no student id can have (ids start with a letter or a digit)
 _VERSION_TAIL = re.compile(rb'"nbformat"\s*:\s*(\d+)')
 
@@ -99,6 +100,33 @@ def upgrade_in_place(folder: Path) -> None:
             upgrade(path)  # an unreadable one is left for the shard to report (invalid_notebook)
 
 
+def roster(course: Course) -> tuple:
+    """(known student ids or None, closed): ``autograde/roster.txt`` (closed), else the gradebook's students (open)."""
+    path = course.autograde / ROSTER
+    if path.is_file():
+        ids = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if line and bad_id(line):
+                raise CourseError(f"autograde/{ROSTER} 第 {number} 行：{bad_id(line)}")
+            if line:
+                ids.append(line)
+        return frozenset(ids), True
+    if course.gradebook.is_file():
+        import sqlite3
+
+        try:
+            con = sqlite3.connect(f"file:{course.gradebook}?mode=ro", uri=True)
+            try:
+                ids = frozenset(row[0] for row in con.execute("SELECT id FROM student"))
+            finally:
+                con.close()
+        except sqlite3.Error:
+            ids = frozenset()
+        return (ids or None), False
+    return None, False
+
+
 def _lms_regexp(course: Course) -> str:
     return str(load_config(course).FileNameCollectorPlugin.get("named_regexp", ""))
 
@@ -125,10 +153,10 @@ def _free(path: Path) -> Path:
     return out
 
 
-def _gather(course: Course, source: Path, zipped: bool, assignment: str, work: Path):
+def _gather(course: Course, source: Path, zipped: bool, assignment: str, work: Path, intake: Intake):
     """Plan and stage an upload in ``work/<student>/{submitted,quarantine}``; return (students, quarantined, rejected)."""
     members = arc.zip_members(source) if zipped else arc.folder_members(source)
-    decided = plan(members, assignment, course.notebooks(assignment), _lms_regexp(course))
+    decided = plan(members, assignment, course.notebooks(assignment), _lms_regexp(course), intake)
     quarantined, budget = list(decided.quarantined), [arc.MAX_TOTAL_BYTES]
     with arc.opened(source if zipped else None) as zf:
         for place in decided.accepted:
@@ -185,8 +213,22 @@ def _place(course: Course, work: Path, assignment: str, students, quarantined: l
     _write_json(qroot / REJECTED / f"{assignment}.json", [r.row() for r in rejected])
 
 
-def collect(course: Course, source, assignment: str) -> Collected:
-    """Copy submissions into ``autograde/submitted``; return who is there to grade and what was refused."""
+def collect(course: Course, source, assignment: str, owner: str = "", layout: str = "auto",
+            unwrap: bool = False) -> Collected:
+    """Copy submissions into ``autograde/submitted``; return who is there to grade and what was refused.
+
+    ``owner`` (``--from-student``): the whole upload is that student's late work; ``layout`` and ``unwrap``:
+    what the instructor says the upload is (:class:`.intake.Intake`); the roster comes from :func:`roster`.
+    """
+    known, closed = roster(course)
+    try:
+        intake = Intake(owner=owner or "", layout=layout, unwrap=unwrap, roster=known, closed=closed)
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    if owner and source is None:
+        raise CourseError("--from-student 要和一份上传一起用，例如：grade late.zip --from-student ID")
+    if owner and closed and owner not in known:
+        raise CourseError(f"--from-student {owner} 不在 autograde/{ROSTER} 里：先把这位学生加进名单。")
     course.submitted.mkdir(parents=True, exist_ok=True)
     quarantined, rejected = [], []
     if source is not None:
@@ -200,7 +242,7 @@ def collect(course: Course, source, assignment: str) -> Collected:
             course.work.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix="collect-", dir=course.work))
             try:
-                students, quarantined, rejected = _gather(course, source, zipped, assignment, work)
+                students, quarantined, rejected = _gather(course, source, zipped, assignment, work, intake)
                 _place(course, work, assignment, students, quarantined, rejected)
             finally:
                 shutil.rmtree(work, ignore_errors=True)

@@ -26,7 +26,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from . import bounds
+from . import bounds, overrun
 from .checks import RECEIPT
 
 # The enames an autograded cell carries when its kernel died or it ran past the time limit (the first
@@ -63,6 +63,8 @@ TRICKS = {
     "oversized_cell": "单元的源码太长，没有检查也没有运行；该单元（及依赖它的测试）记 0 分",
     "unscannable_cell": "诚信扫描无法读取这个单元（嵌套过深或太大），它没有运行；该单元（及依赖它的测试）记 0 分",
     "time_budget": "超出每名学生的评分时间预算，其余单元没有运行，记 0 分",
+    "check_overrun": "评分者检查这个单元的答案时超过了时间或内存上限（答案可能是刻意构造的），该单元记 0 分",
+    "unread_answer": "答案是一个表达式或过长的文字（不是“数 单位”）；评分者没有求值，该单元记 0 分",
     "unsandboxed": "本次评分用了 --no-sandbox：学生代码没有隔离运行，成绩和其他学生的数据都可能被它改动",
 }
 
@@ -368,6 +370,9 @@ def runtime_findings(student, notebook, autograded_nb, budget: float = 0) -> lis
                 found.append(Finding(student, notebook, where, "timeout"))
             if out.get("ename") == KERNEL_DIED:
                 found.append(Finding(student, notebook, where, "kernel_died"))
+            if out.get("ename") in (overrun.OVERRUN, overrun.UNREAD):
+                trick = "check_overrun" if out["ename"] == overrun.OVERRUN else "unread_answer"
+                found.append(Finding(student, notebook, where, trick, str(out.get("evalue", ""))[:200]))
             if out.get("ename") == "MemoryError" or any(
                     text in str(out.get("evalue", "")) for text in ("No space left", "Resource temporarily unavailable")):
                 found.append(Finding(student, notebook, where, "resource_limit", str(out.get("ename"))))

@@ -158,7 +158,7 @@ def class_ids(base: Path, found) -> list[str]:
 
 def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=None, force=False,
           timeout=None, quiet=False, sandbox=True, batch_students=BATCH_STUDENTS, batch_seconds=BATCH_SECONDS,
-          cluster=None) -> dict:
+          cluster=None, owner="", layout="auto", unwrap=False) -> dict:
     """Grade a class end to end. Returns a summary dict (graded, skipped, failed, not_graded, seconds, ...).
 
     Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
@@ -188,7 +188,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
         if not cluster:  # a cluster's workers are checked by cluster.run_cluster before any shard
             preflight.check(course, timeout, sandbox)
         _finish_pending(course)
-        collected = collect(course, submissions, assignment)
+        collected = collect(course, submissions, assignment, owner, layout, unwrap)  # owner: --from-student
         found = list(collected.students)
         if students:
             missing = sorted(set(students) - set(found))

@@ -35,7 +35,7 @@ import socket
 
 from nbformat.notebooknode import NotebookNode
 
-from . import channel, plain
+from . import channel, overrun, plain
 
 TRUSTED_NAMES = ("checks", "diagnose", "pb", "parallel_budget")
 FAILED = "AssertionError"
@@ -110,8 +110,17 @@ def run(source: str, values: dict, names, function_host=None, swap=None) -> list
     try:
         if missing:
             raise NameError(missing[0])
-        with contextlib.redirect_stdout(out), checks.swapped(swap), checks.strict():  # unanswered scores 0
-            exec(compile(source, "<test cell>", "exec"), namespace)  # noqa: S102 -- the instructor's test
+        code = compile(source, "<test cell>", "exec")
+        with contextlib.redirect_stdout(out), checks.swapped(swap), checks.strict(), overrun.bounded():  # unanswered: 0
+            exec(code, namespace)  # noqa: S102 -- the instructor's test, on the student's plain values
+    except (overrun.Overrun, MemoryError) as exc:  # a value nobody thought of costs this cell, never the class
+        what = "内存" if isinstance(exc, MemoryError) else f"{overrun.CHECK_CPU_S:g} 秒 CPU"
+        outputs.append(NotebookNode(output_type="error", ename=overrun.OVERRUN, evalue=f"检查你的答案超过了上限（{what}），"
+                                    "这个单元记 0 分。请按题目要求写一个数或“数 单位”，例如 \"3 GB\"。",
+                                    traceback=[f"{overrun.OVERRUN}: {what}"]))
+    except checks.Unread as exc:  # an expression typed as an answer: never evaluated, 0, and an integrity row
+        outputs.append(NotebookNode(output_type="error", ename=overrun.UNREAD, evalue=str(exc),
+                                    traceback=[f"{FAILED}: {exc}"]))
     except AssertionError as exc:
         outputs.append(_error(str(exc)))
     except NameError as exc:

@@ -21,6 +21,8 @@ import re
 
 import pint
 
+from .unit_text import MAX_TEXT_CHARS, MAX_UNIT_TERMS, QUANTITY_TEXT, UNIT_NAME, UNIT_SPELLINGS, unit_items
+
 _DEFINITIONS = """
 nano- = 1e-9 = n-
 micro- = 1e-6 = u- = µ-
@@ -124,6 +126,72 @@ def ambiguity_message(text: str) -> str | None:
             f"请写 {by} 或 {bi}")
 
 
+# ---------------------------------------------------------------- reading typed quantities (a grammar)
+# Typed text is read by a grammar (:mod:`.unit_text`), never by pint's expression parser; pint only
+# ever sees a float and a unit of the fixed table (model.js's parseQuantity reads the same grammar).
+_UNITS = {symbol: ureg.Unit(symbol) for _, symbol in UNIT_SPELLINGS.values()}  # pint on fixed strings only
+
+
+def _shown(value) -> str:
+    """``repr`` of a value for a message, cut when long (a student's 10 000-character string is not echoed)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _read_text(value: str, where: str, accepted: str, spec: dict):
+    """A typed quantity read by the grammar above: a Quantity, or ValueError naming what was wrong."""
+    text = value.strip()
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"{where} 太长（{len(value)} 个字符，最多 {MAX_TEXT_CHARS} 个），没有读取：{_shown(value)}。"
+                         f"请只写一个数和单位。{accepted}")
+    text = text.replace("Gbps", "Gb/s").replace("GBps", "GB/s")
+    if not text:
+        raise ValueError(f"{where} 是空字符串。{accepted}")
+    m = QUANTITY_TEXT.fullmatch(text)
+    if not m:
+        raise ValueError(f"{where} 应以数字开头（最多 30 位数字，指数最多 4 位），收到 {_shown(value)}。{accepted}")
+    ambiguous = ambiguity_message(text)
+    if ambiguous:
+        raise ValueError(f"{where} 的{ambiguous}（收到 {_shown(value)}）。{accepted}")
+    number, written = float(m.group(1)), re.sub(r"\s*/\s*", "/", (m.group(2) or "").strip())
+    if not written:
+        return Q_(number, spec["base"])
+    found = UNIT_SPELLINGS.get(written)
+    if found is None:
+        hint = "；KB 有歧义，请写 kB（1000 B）或 KiB（1024 B）" if "KB" in written else ""
+        raise ValueError(f"{where} 含未知单位 {written!r}（收到 {_shown(value)}）{hint}。只写一个数和一个单位。{accepted}")
+    return Q_(number, _UNITS[found[1]])
+
+
+def unit_of_items(items):
+    """A pint Unit of this registry from ``(name, exponent)`` pairs (a Quantity taken apart), or None.
+
+    Each name must be one identifier this registry knows (``gigabyte``, ``GB``, ``second``), each
+    exponent a small integer: the names go to pint one at a time, never as an expression.
+    """
+    unit = ureg.Unit("")
+    items = list(items)
+    if len(items) > MAX_UNIT_TERMS:
+        return None
+    for name, exp in items:
+        if type(name) is not str or not UNIT_NAME.fullmatch(name) or type(exp) not in (int, float):
+            return None
+        if not math.isfinite(exp) or exp != int(exp) or not 1 <= abs(exp) <= 3:
+            return None
+        try:
+            if name not in ureg:
+                return None
+            unit = unit * ureg.Unit(name) ** int(exp)
+        except Exception:
+            return None
+    return unit
+
+
+def unit_of_text(text: str):
+    """The Unit of a taken-apart Quantity's unit text (``"(gigabyte)**1.0 * (second)**-1.0"``), or None."""
+    items = unit_items(text)
+    return None if items is None else unit_of_items(items)
+
 def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quantity:
     """Return ``value`` as a Quantity of ``kind`` ('bytes', 'bandwidth', 'time').
 
@@ -140,37 +208,20 @@ def parse(value, kind: str, *, arg: str = "value", func: str = "") -> pint.Quant
         raise ValueError(f"{where} 需要{spec['zh']}，收到 {value!r}。{accepted}")
     if isinstance(value, pint.Quantity):
         if value._REGISTRY is not ureg:
-            value = Q_(value.magnitude, str(value.units))
+            unit = unit_of_items(dict.items(value._units._d))
+            if unit is None or type(value.magnitude) not in (int, float):
+                raise ValueError(f"{where} 的单位或数值无法识别（{type(value).__name__}）。{accepted}")
+            value = Q_(float(value.magnitude), unit)
         q = value
     elif isinstance(value, numbers.Real):
         q = Q_(float(value), spec["base"])
     elif isinstance(value, str):
-        text = value.strip().replace("Gbps", "Gb/s").replace("GBps", "GB/s")
-        if not text:
-            raise ValueError(f"{where} 是空字符串。{accepted}")
-        if not re.match(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
-            raise ValueError(f"{where} 应以数字开头，收到 {value!r}。{accepted}")
-        ambiguous = ambiguity_message(text)
-        if ambiguous:
-            raise ValueError(f"{where} 的{ambiguous}（收到 {value!r}）。{accepted}")
-        try:
-            q = ureg(text)
-        except pint.UndefinedUnitError as exc:
-            names = getattr(exc, "unit_names", None) or (str(exc),)
-            unit = names[0] if isinstance(names, (tuple, list)) else names
-            hint = "；KB 有歧义，请写 kB（1000 B）或 KiB（1024 B）" if "KB" in text else ""
-            raise ValueError(f"{where} 含未知单位 {unit!r}（收到 {value!r}）{hint}。{accepted}") from None
-        except Exception:
-            raise ValueError(f"{where} 无法解析：{value!r}。{accepted}") from None
-        if not isinstance(q, pint.Quantity):
-            q = Q_(float(q), spec["base"])
-        elif q.dimensionless:
-            q = Q_(float(q.magnitude), spec["base"])
+        q = _read_text(value, where, accepted, spec)
     else:
-        raise ValueError(f"{where} 需要{spec['zh']}，收到 {type(value).__name__} 类型的 {value!r}。{accepted}")
+        raise ValueError(f"{where} 需要{spec['zh']}，收到 {type(value).__name__} 类型的 {_shown(value)}。{accepted}")
     if not q.check(spec["dim"]):
         raise ValueError(
-            f"{where} 需要{spec['zh']}，收到 {value!r}，它是{_describe_dim(q)}。{accepted}"
+            f"{where} 需要{spec['zh']}，收到 {_shown(value)}，它是{_describe_dim(q)}。{accepted}"
         )
     mag = q.to(spec["base"]).magnitude
     if isinstance(mag, complex) or not math.isfinite(mag):

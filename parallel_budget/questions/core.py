@@ -32,7 +32,7 @@ from ..model.units import Q_, _trim
 
 MASK = 0xFFFFFFFF
 SEED_MAX = 999_999
-NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
+NUMBER = re.compile(r"^\s*[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")  # ASCII, as practice.js
 
 
 class Rng:

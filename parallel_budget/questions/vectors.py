@@ -85,6 +85,9 @@ def spellings(q, params) -> list:
             cases += [f"{_num(100 * value)}%", f"{100 * value:.3g}%", _num(100 * value), "150%", "1.5"]
         cases += [_num(magnitude(v)) for _, v in exp.mistakes]
         cases += [_num(value * 1.37), "3 GB", "45.5%" if q.kind != "fraction" else "45.5 %"]
+    # Pathological text (issue 31): refused at once by the grammar in both readers, never evaluated.
+    cases += [f"2**9999999 {unit}".rstrip(), "(" * 40 + "1" + ")" * 40, "1" * 31, "\u0661", "1_000", "nan", "1e99999",
+              "9" * 70 + "%" if q.kind == "fraction" else "9" * 70]
     return cases
 
 

@@ -80,31 +80,41 @@ function ambiguity(text) {
   return `单位 ${m[0]} 有歧义：可能指 ${by}（${zh}字节${s}）或 ${bi}（${zh}比特${s}，只有 ${by} 的 1/8）；请写 ${by} 或 ${bi}`;
 }
 
-// [dimension, factor to the base unit] of a unit symbol, or null when unknown.
-function unitOf(u) {
-  if (u in TIME) return ['time', TIME[u]];
+// [dimension, factor to the base unit] of a unit symbol, or null when unknown (unit_text.UNIT_SPELLINGS).
+function unitOf(written) {
+  const u = written.replace(/\s*\/\s*/g, '/');
+  if (Object.hasOwn(TIME, u)) return ['time', TIME[u]];
   const b = infoUnit(u);
   if (b !== null) return ['bytes', b];
-  const m = /^(.+?)\s*\/\s*(s|sec)$/.exec(u);
+  const m = /^(.+)\/(s|sec)$/.exec(u);
   const i = m && infoUnit(m[1]);
   return i ? ['bandwidth', i] : null;
 }
 
+// unit_text's grammar: a number (at most 30 digits before and after the point, a 4-digit exponent), spaces,
+// an optional unit of the fixed table; at most MAX_TEXT characters. Never an expression ("2**9999999 MB").
+const MAX_TEXT = 64;
+const QTY = /^([+-]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][+-]?[0-9]{1,4})?)[ \t]*([^0-9.\s][\s\S]*)?$/;
+
 // Like units.parse: "2 GB" as bytes -> 2e9; throws Error with a Chinese message.
 function parseQuantity(text, kind) {
-  const t = String(text).trim().replace('Gbps', 'Gb/s').replace('GBps', 'GB/s');
+  const raw = String(text).trim();
   const accepted = { bytes: 'B、MB、GB、GiB、Gb 等，例如 2 GB', bandwidth: 'GB/s、Gb/s、MB/s 等，例如 25 GB/s', time: 's、ms、us，例如 400 ms' }[kind];
-  const m = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$/.exec(t);
+  const shown = raw.length > 40 ? `${raw.slice(0, 37)}...` : raw;
+  if (raw.length > MAX_TEXT) throw new Error(`太长（${raw.length} 个字符，最多 ${MAX_TEXT} 个），请只写一个数和单位；可用单位：${accepted}`);
+  const t = raw.replace('Gbps', 'Gb/s').replace('GBps', 'GB/s');
+  const m = QTY.exec(t);
   if (!t) throw new Error(`不能为空；可用单位：${accepted}`);
-  if (!m) throw new Error(`应以数字开头，收到 “${text}”；可用单位：${accepted}`);
+  if (!m) throw new Error(`应以数字开头（最多 30 位数字，指数最多 4 位），收到 “${shown}”；可用单位：${accepted}`);
   const amb = ambiguity(t);
-  if (amb) throw new Error(`${amb}（收到 “${text}”）`);
-  const u = m[2] ? unitOf(m[2]) : [kind, 1];
-  if (!u) throw new Error(`不认识单位 “${m[2]}”${m[2].includes('KB') ? '（请写 kB 或 KiB）' : ''}；可用单位：${accepted}`);
-  if (u[0] !== kind) throw new Error(`需要${{ bytes: '数据量', bandwidth: '带宽', time: '时间' }[kind]}，“${text}” 的单位不对；可用单位：${accepted}`);
+  if (amb) throw new Error(`${amb}（收到 “${shown}”）`);
+  const written = (m[2] || '').trim();
+  const u = written ? unitOf(written) : [kind, 1];
+  if (!u) throw new Error(`不认识单位 “${written}”${written.includes('KB') ? '（请写 kB 或 KiB）' : ''}；只写一个数和一个单位；可用单位：${accepted}`);
+  if (u[0] !== kind) throw new Error(`需要${{ bytes: '数据量', bandwidth: '带宽', time: '时间' }[kind]}，“${shown}” 的单位不对；可用单位：${accepted}`);
   const x = Number(m[1]) * u[1];
-  if (!Number.isFinite(x)) throw new Error(`必须是有限的数，收到 “${text}”`);
-  if (x < 0) throw new Error(`不能为负数，收到 “${text}”`);
+  if (!Number.isFinite(x)) throw new Error(`必须是有限的数，收到 “${shown}”`);
+  if (x < 0) throw new Error(`不能为负数，收到 “${shown}”`);
   return x;
 }
 

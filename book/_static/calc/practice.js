@@ -143,7 +143,7 @@ function read(q, text, T) {
   }
   if (q.kind === 'number' || q.kind === 'fraction') {
     const frac = q.kind === 'fraction', pc = t.endsWith('%');
-    const x = frac && pc && NUMBER.test(t.slice(0, -1)) ? Number(t.slice(0, -1)) / 100 : bare;
+    const x = frac && pc && t.length <= 64 && NUMBER.test(t.slice(0, -1)) ? Number(t.slice(0, -1)) / 100 : bare;
     if (x === null) fail(frac ? 'fraction' : 'number');
     if (!Number.isFinite(x)) fail('finite');
     if (frac && (x < 0 || x > 1)) fail(x > 1 && x <= 100 && !pc ? 'percent' : 'range', { share: M.trim(x / 100, 4) });
