@@ -185,3 +185,10 @@ def test_two_pathological_students_under_two_jobs_cost_only_their_cell(tmp_path)
     found = flags(course.gradebook)
     assert {("typed", NB3, "test_peak", "unread_answer"), ("forged", NB3, "test_peak", "unread_answer")} <= found
     assert not {f for f in found if f[0].startswith("honest")}
+
+
+@pytest.mark.parametrize("text", ["32.25", " 32.25 ", "3.225e1"])
+def test_a_bare_number_in_a_string_is_in_the_names_unit(text):
+    """`peak_GB = "32.25"` means 32.25 GB, as `peak_GB = 32.25` does: never 32.25 bytes."""
+    assert read_answer("peak_GB", text).to("GB").magnitude == pytest.approx(32.25)
+    assert read_answer("step_ms", text).to("ms").magnitude == pytest.approx(32.25)

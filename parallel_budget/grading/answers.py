@@ -180,6 +180,9 @@ def read_answer(name: str, value, kind: str | None = None):
         value = Q_(number, spec[1])
     elif isinstance(value, str):
         value = str.__str__(value)
+        bare = value.strip()
+        if len(bare) <= MAX_TEXT_CHARS and _NUMBER_TEXT.fullmatch(bare):
+            value = Q_(float(bare), spec[1])  # "32.25" for peak_GB is 32.25 GB, as the bare number 32.25 is
     elif isinstance(value, pint.Quantity):
         mag, parts = _genuine_quantity(value, name)
         unit = unit_of_items(parts)  # one known identifier per term, small integer powers: never an expression
