@@ -64,4 +64,4 @@ def test_outputs_that_could_run_are_dropped():
     data = [o.get("data", {}) for o in nb.cells[0].outputs]
     assert [sorted(d) for d in data] == [["text/plain"], [], ["text/html"], ["image/png", "image/svg+xml"], []]
     assert data[2]["text/html"] == "<b>粗</b><img>" and "widgets" not in nb.metadata
-    assert "isolated" not in nb.cells[0].outputs[2].metadata["text/html"]  # no data: iframe
+    assert "isolated" not in nb.cells[0].outputs[2].metadata.get("text/html", {})  # no data: iframe
