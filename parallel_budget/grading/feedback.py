@@ -35,7 +35,7 @@ from .merge import apply_marks, read_marks
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MATHJAX_DIR = "_mathjax"  # under autograde/feedback/; not a valid student id, so never a student's folder
-MATHJAX_FILES = ("tex-chtml.js", "ui/safe.js", "output/chtml/fonts/woff-v2")
+MATHJAX_FILES = ("tex-chtml.js", "ui/safe.js", "input/tex/extensions", "output/chtml/fonts/woff-v2")
 
 
 def mathjax_source() -> Path:
