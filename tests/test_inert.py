@@ -65,3 +65,56 @@ def test_outputs_that_could_run_are_dropped():
     assert [sorted(d) for d in data] == [["text/plain"], [], ["text/html"], ["image/png", "image/svg+xml"], []]
     assert data[2]["text/html"] == "<b>粗</b><img>" and "widgets" not in nb.metadata
     assert "isolated" not in nb.cells[0].outputs[2].metadata.get("text/html", {})  # no data: iframe
+
+
+def test_output_metadata_reaches_templates_only_as_numbers_and_flags():
+    """Are width/height kept only as plain numbers, and filenames, isolated, strings for sizes and unknown keys
+    dropped (nbconvert writes sizes as unquoted attributes and filenames as image URLs)?"""
+    from parallel_budget.grading.inert import output_metadata
+
+    meta = {"image/png": {"width": "1 onerror=alert(1)", "height": 40, "unconfined": "yes", "alt": "图"},
+            "image/jpeg": {"width": float("nan"), "height": True}, "filenames": {"image/png": "javascript:x"},
+            "text/html": {"isolated": True}, "width": 12.5, "height": "9 onload=x", "application/x-evil": {"width": 1}}
+    assert output_metadata(meta) == {"image/png": {"height": 40, "alt": "图"}, "width": 12.5}
+    assert output_metadata("width=1 onerror=x") == {} and output_metadata({"image/png": {"width": 10 ** 9}}) == {}
+
+
+def test_cells_reach_templates_rebuilt_from_typed_parts():
+    """Do a cell's tags, raw mimetype and foreign metadata go, nbgrader metadata keep only typed keys, and do
+    counts become integers and stream names stdout/stderr, with nbconvert's real template showing no handler?"""
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_markdown_cell, new_raw_cell
+
+    code = new_code_cell("x", execution_count=1, outputs=[
+        new_output("stream", name='x" onmouseover="alert(1)', text="hi"),
+        new_output("display_data", data={"image/png": "iVBORw0KGgo="},
+                   metadata={"image/png": {"width": "1 onerror=alert(1)"}, "filenames": {"image/png": "x.png"}})],
+        metadata={"tags": ['x" onclick="alert(1)'], "nbgrader": {"grade_id": "a", "points": "9", "solution": "yes",
+                                                                  "grade": True, "evil": "<script>"}})
+    code.execution_count = "<img src=x onerror=alert(1)>"
+    code.outputs.append({"output_type": "weird", "data": {}})
+    raw = new_raw_cell("<script>alert(1)</script>", metadata={"raw_mimetype": "text/html"})
+    nb = new_notebook()
+    nb.cells = [code, new_markdown_cell("ok"), raw]  # past nbformat's validation, as a hostile file may be
+    nb, _ = InertOutputs().preprocess(nb, {})
+    cell = nb.cells[0]
+    assert cell.metadata == {"nbgrader": {"grade_id": "a", "grade": True}} and cell.execution_count is None
+    assert [o.output_type for o in cell.outputs] == ["stream", "display_data"] and cell.outputs[0].name == "stdout"
+    assert cell.outputs[1].metadata == {} and nb.cells[2].metadata == {}
+    html, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+    for bad in ("onerror", "onmouseover", "onclick", "<script>alert", 'src="x.png"'):
+        assert bad not in html, bad
+
+
+def test_the_policies_allow_no_inline_script_eval_or_plugin():
+    """Do both policies hold no unsafe source, a nonce, no plugin, no <base>, and does each call give a new nonce?"""
+    from parallel_budget.grading import csp
+
+    assert csp.new_nonce() != csp.new_nonce() and len(csp.new_nonce()) >= 22
+    for policy in (csp.formgrader_policy("N0", "http://127.0.0.1:8888", "/"), csp.feedback_policy("N0")):
+        sources = csp.script_sources(policy)
+        assert "'nonce-N0'" in sources and not set(sources) & set(csp.UNSAFE) and "'self'" not in sources, policy
+        for directive in ("default-src 'none'", "object-src 'none'", "base-uri 'none'", "form-action"):
+            assert directive in policy, (directive, policy)
+    grader = csp.script_sources(csp.formgrader_policy("N0", "http://h:1", "/base/"))
+    assert grader == ["'nonce-N0'", "http://h:1/base/formgrader/static/", "http://h:1/base/pb-mathjax/"]
