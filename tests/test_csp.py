@@ -182,6 +182,29 @@ def test_formgrader_sends_a_strict_policy_on_every_page(tab, lab):
     assert lab_page.headers["content-security-policy"] == csp.SERVER_POLICY
 
 
+def test_every_formgrader_page_works_under_the_policy(tab, lab):
+    """Do all of formgrader's pages (assignments, submissions, gradebook, students) load their tables and open
+    their dialogs with no CSP violation in the console (Tab.check fails on any)?"""
+    _, url = lab
+    page = tab.page
+    for path, ready in (("/formgrader/manage_assignments", "#pb-createAssignmentModal"),
+                        ("/formgrader/manage_submissions/lesson", "table tbody tr"),
+                        ("/formgrader/gradebook", "table tbody tr a"), ("/formgrader/gradebook/lesson", "table tbody tr a"),
+                        (f"/formgrader/gradebook/lesson/{NB}", "table tbody tr a.name-shown"),
+                        ("/formgrader/manage_students", "#pb-createStudentModal"),
+                        ("/formgrader/manage_students/eve", "table tbody tr"),
+                        ("/formgrader/manage_students/eve/lesson", "table tbody tr")):
+        page.goto(url + path)
+        page.wait_for_selector(ready, state="attached", timeout=20000)
+        page.wait_for_load_state("networkidle")
+        if path.endswith("manage_students"):
+            page.click("#pb-createStudentModal")
+            page.wait_for_selector(".modal-dialog", state="visible", timeout=10000)
+        if path == f"/formgrader/gradebook/lesson/{NB}":
+            page.click("#toggle_names")
+        assert not tab.errors, (path, tab.errors)
+
+
 def test_the_policy_is_enforced_in_the_grading_page(tab, lab):
     """Does the browser refuse a handler and a javascript: URL put into the page after load, while the page's
     own scripts (saving a mark) work?"""

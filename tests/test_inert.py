@@ -118,3 +118,31 @@ def test_the_policies_allow_no_inline_script_eval_or_plugin():
             assert directive in policy, (directive, policy)
     grader = csp.script_sources(csp.formgrader_policy("N0", "http://h:1", "/base/"))
     assert grader == ["'nonce-N0'", "http://h:1/base/formgrader/static/", "http://h:1/base/pb-mathjax/"]
+    assert csp.script_sources(csp.formgrader_policy("N0", "http://h; script-src *", "/")) == ["'nonce-N0'"]
+
+
+def test_every_nbgrader_page_with_inline_script_has_a_nonced_copy():
+    """Does each nbgrader template with an inline script or handler have a course copy, and do the copies hold
+    no inline handler, no javascript: URL and no <script> without the nonce?  (A new nbgrader page with an
+    inline script would otherwise be blocked by the policy, or tempt someone to loosen it.)"""
+    import re
+    from pathlib import Path
+
+    import nbgrader
+
+    from parallel_budget.grading.feedback import TEMPLATES
+
+    theirs = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    ours = {p.name: p for p in (TEMPLATES / "pb_formgrader").glob("*.tpl")}
+    ours["formgrade_macros.html.j2"] = TEMPLATES / "pb_formgrade" / "formgrade_macros.html.j2"
+    handler = re.compile(r"\son[a-z]+\s*=|javascript:(?!\s*false)", re.IGNORECASE)  # not MathJax's safeProtocols
+    for path in list(theirs.glob("*.tpl")) + list((theirs / "formgrade").glob("*.j2")):
+        text = path.read_text(encoding="utf-8")
+        if handler.search(text) or re.search(r"<script(?![^>]*\ssrc=)[^>]*>", text):
+            assert path.name in ours, f"{path.name} has inline script or a handler and no course copy"
+    for name, path in {**ours, "index.html.j2": TEMPLATES / "pb_formgrade" / "index.html.j2",
+                       "feedback": TEMPLATES / "pb_feedback" / "index.html.j2"}.items():
+        text = path.read_text(encoding="utf-8")
+        assert not handler.search(text), name
+        tags = re.findall(r"<script\b[^>]*>", text)
+        assert tags and all("nonce=" in tag for tag in tags), (name, tags)

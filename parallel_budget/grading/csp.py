@@ -26,11 +26,14 @@ Jupyter adds ``sandbox allow-scripts`` (no same-origin rights) to ``/files/``.
 
 from __future__ import annotations
 
+import re
 import secrets
 
 # Sent for JupyterLab's own pages (they need inline styles and their bundles; Jupyter adds
 # "sandbox allow-scripts" for /files/).  formgrader's pages get the strict policy below.
 SERVER_POLICY = "frame-ancestors 'self'; object-src 'none'; base-uri 'self'; form-action 'self'"
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?\Z|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?\Z")
+_PATH = re.compile(r"/[A-Za-z0-9._~/\-]*\Z")
 UNSAFE = ("'unsafe-inline'", "'unsafe-eval'", "'unsafe-hashes'", "'wasm-unsafe-eval'", "data:", "*")
 
 
@@ -41,9 +44,10 @@ def new_nonce() -> str:
 
 def formgrader_policy(nonce: str, origin: str, base_url: str) -> str:
     """The policy of a formgrader page served from ``origin`` (scheme://host:port) under ``base_url``."""
-    root = origin.rstrip("/") + "/" + base_url.strip("/")
-    root = root.rstrip("/")
-    scripts = f"'nonce-{nonce}' {root}/formgrader/static/ {root}/pb-mathjax/"
+    root = (origin.rstrip("/") + "/" + base_url.strip("/")).rstrip("/")
+    scripts = f"'nonce-{nonce}'"
+    if _ORIGIN.match(origin) and _PATH.match(base_url):  # a Host header cannot add a directive
+        scripts += f" {root}/formgrader/static/ {root}/pb-mathjax/"
     return "; ".join([
         "default-src 'none'",
         f"script-src {scripts}",

@@ -8,6 +8,9 @@ var default_timezone = {{ default_timezone | tojson }};
 </script>
 
 <script nonce="{{ csp_nonce }}" src="{{ base_url }}/formgrader/static/js/manage_assignments.js"></script>
+<script nonce="{{ csp_nonce }}">
+$(function () { $("#pb-createAssignmentModal").on("click", function (e) { e.preventDefault(); createAssignmentModal(); }); });
+</script>
 {%- endblock -%}
 
 {%- block title -%}
@@ -120,7 +123,7 @@ for instructions.
 <tr>
   <td colspan="11">
     <span class="glyphicon glyphicon-plus" aria-hidden="true"></span>
-    <a href="#" onClick="createAssignmentModal();">Add new assignment...</a>
+    <a href="#" id="pb-createAssignmentModal">Add new assignment...</a>
   </td>
 </tr>
 {%- endblock -%}
