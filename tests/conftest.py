@@ -105,6 +105,7 @@ HEAVY = (
     "test_grading_bounds.py",  # 5 MB and 50 MB notebooks, a slow walk cut at the student budget
     "test_grading_parallel.py",  # ~170 s: four real grade runs of a class
     "test_formgrader.py",  # ~110 s: formgrader in a browser beside the grade command
+    "test_csp.py",  # a graded class, formgrader and its feedback in a browser, every script channel tried
     "test_jupyterlab.py",  # ~110 s: three browser tests on one JupyterLab (a chapter, its labs, the glossary)
     "test_labs_reliability.py",  # ~90 s
     "test_instructor.py",  # ~85 s

@@ -64,4 +64,85 @@ def test_outputs_that_could_run_are_dropped():
     data = [o.get("data", {}) for o in nb.cells[0].outputs]
     assert [sorted(d) for d in data] == [["text/plain"], [], ["text/html"], ["image/png", "image/svg+xml"], []]
     assert data[2]["text/html"] == "<b>粗</b><img>" and "widgets" not in nb.metadata
-    assert "isolated" not in nb.cells[0].outputs[2].metadata["text/html"]  # no data: iframe
+    assert "isolated" not in nb.cells[0].outputs[2].metadata.get("text/html", {})  # no data: iframe
+
+
+def test_output_metadata_reaches_templates_only_as_numbers_and_flags():
+    """Are width/height kept only as plain numbers, and filenames, isolated, strings for sizes and unknown keys
+    dropped (nbconvert writes sizes as unquoted attributes and filenames as image URLs)?"""
+    from parallel_budget.grading.inert import output_metadata
+
+    meta = {"image/png": {"width": "1 onerror=alert(1)", "height": 40, "unconfined": "yes", "alt": "图"},
+            "image/jpeg": {"width": float("nan"), "height": True}, "filenames": {"image/png": "javascript:x"},
+            "text/html": {"isolated": True}, "width": 12.5, "height": "9 onload=x", "application/x-evil": {"width": 1}}
+    assert output_metadata(meta) == {"image/png": {"height": 40, "alt": "图"}, "width": 12.5}
+    assert output_metadata("width=1 onerror=x") == {} and output_metadata({"image/png": {"width": 10 ** 9}}) == {}
+
+
+def test_cells_reach_templates_rebuilt_from_typed_parts():
+    """Do a cell's tags, raw mimetype and foreign metadata go, nbgrader metadata keep only typed keys, and do
+    counts become integers and stream names stdout/stderr, with nbconvert's real template showing no handler?"""
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_markdown_cell, new_raw_cell
+
+    code = new_code_cell("x", execution_count=1, outputs=[
+        new_output("stream", name='x" onmouseover="alert(1)', text="hi"),
+        new_output("display_data", data={"image/png": "iVBORw0KGgo="},
+                   metadata={"image/png": {"width": "1 onerror=alert(1)"}, "filenames": {"image/png": "x.png"}})],
+        metadata={"tags": ['x" onclick="alert(1)'], "nbgrader": {"grade_id": "a", "points": "9", "solution": "yes",
+                                                                  "grade": True, "evil": "<script>"}})
+    code.execution_count = "<img src=x onerror=alert(1)>"
+    code.outputs.append({"output_type": "weird", "data": {}})
+    raw = new_raw_cell("<script>alert(1)</script>", metadata={"raw_mimetype": "text/html"})
+    nb = new_notebook()
+    nb.cells = [code, new_markdown_cell("ok"), raw]  # past nbformat's validation, as a hostile file may be
+    nb, _ = InertOutputs().preprocess(nb, {})
+    cell = nb.cells[0]
+    assert cell.metadata == {"nbgrader": {"grade_id": "a", "grade": True}} and cell.execution_count is None
+    assert [o.output_type for o in cell.outputs] == ["stream", "display_data"] and cell.outputs[0].name == "stdout"
+    assert cell.outputs[1].metadata == {} and nb.cells[2].metadata == {}
+    html, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+    for bad in ("onerror", "onmouseover", "onclick", "<script>alert", 'src="x.png"'):
+        assert bad not in html, bad
+
+
+def test_the_policies_allow_no_inline_script_eval_or_plugin():
+    """Do both policies hold no unsafe source, a nonce, no plugin, no <base>, and does each call give a new nonce?"""
+    from parallel_budget.grading import csp
+
+    assert csp.new_nonce() != csp.new_nonce() and len(csp.new_nonce()) >= 22
+    for policy in (csp.formgrader_policy("N0", "http://127.0.0.1:8888", "/"), csp.feedback_policy("N0")):
+        sources = csp.script_sources(policy)
+        assert "'nonce-N0'" in sources and not set(sources) & set(csp.UNSAFE) and "'self'" not in sources, policy
+        for directive in ("default-src 'none'", "object-src 'none'", "base-uri 'none'", "form-action"):
+            assert directive in policy, (directive, policy)
+    grader = csp.script_sources(csp.formgrader_policy("N0", "http://h:1", "/base/"))
+    assert grader == ["'nonce-N0'", "http://h:1/base/formgrader/static/", "http://h:1/base/pb-mathjax/"]
+    assert csp.script_sources(csp.formgrader_policy("N0", "http://h; script-src *", "/")) == ["'nonce-N0'"]
+
+
+def test_every_nbgrader_page_with_inline_script_has_a_nonced_copy():
+    """Does each nbgrader template with an inline script or handler have a course copy, and do the copies hold
+    no inline handler, no javascript: URL and no <script> without the nonce?  (A new nbgrader page with an
+    inline script would otherwise be blocked by the policy, or tempt someone to loosen it.)"""
+    import re
+    from pathlib import Path
+
+    import nbgrader
+
+    from parallel_budget.grading.feedback import TEMPLATES
+
+    theirs = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    ours = {p.name: p for p in (TEMPLATES / "pb_formgrader").glob("*.tpl")}
+    ours["formgrade_macros.html.j2"] = TEMPLATES / "pb_formgrade" / "formgrade_macros.html.j2"
+    handler = re.compile(r"\son[a-z]+\s*=|javascript:(?!\s*false)", re.IGNORECASE)  # not MathJax's safeProtocols
+    for path in list(theirs.glob("*.tpl")) + list((theirs / "formgrade").glob("*.j2")):
+        text = path.read_text(encoding="utf-8")
+        if handler.search(text) or re.search(r"<script(?![^>]*\ssrc=)[^>]*>", text):
+            assert path.name in ours, f"{path.name} has inline script or a handler and no course copy"
+    for name, path in {**ours, "index.html.j2": TEMPLATES / "pb_formgrade" / "index.html.j2",
+                       "feedback": TEMPLATES / "pb_feedback" / "index.html.j2"}.items():
+        text = path.read_text(encoding="utf-8")
+        assert not handler.search(text), name
+        tags = re.findall(r"<script\b[^>]*>", text)
+        assert tags and all("nonce=" in tag for tag in tags), (name, tags)

@@ -18,6 +18,8 @@
 * :mod:`.shard`      grading one student in a throw-away nbgrader course (a worker process)
 * :mod:`.feedback`   feedback HTML with the current manual marks, Chinese labels, offline MathJax
 * :mod:`.privacy`    what feedback shows a student: no hidden tests, tracebacks or machine paths
-* :mod:`.lab`        JupyterLab extension for formgrader: offline MathJax, mark schemes, fresh reads
+* :mod:`.lab`        JupyterLab extension for formgrader: offline MathJax, mark schemes, fresh reads, CSP
+* :mod:`.inert`      student content inert: nh3, metadata rebuilt from typed allow-lists
+* :mod:`.csp`        Content-Security-Policy of formgrader pages (header) and feedback pages (meta)
 * ``python -m parallel_budget.grading --help``
 """

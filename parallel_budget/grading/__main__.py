@@ -28,6 +28,7 @@ Exit codes of ``grade`` (also in ``autograde/README.md``):
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -38,6 +39,7 @@ import traceback
 from pathlib import Path
 
 from .course import Course, CourseError
+from .csp import SERVER_POLICY
 
 # Jupyter config (labconfig/page_config.json) enabling nbgrader's instructor tools in formgrader's JupyterLab.
 INSTRUCTOR_JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
@@ -104,7 +106,10 @@ def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
     """Replace this process by JupyterLab rooted at the course root, with formgrader and our extension."""
     args = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={course.root}",
             "--ServerApp.jpserver_extensions={'parallel_budget.grading.lab': True}",
-            "--ip=127.0.0.1"]
+            "--ip=127.0.0.1",
+            # JupyterLab's own pages: no plugin, no <base>, framed only by itself (formgrader's pages get
+            # the strict policy of .csp from the extension).
+            "--ServerApp.tornado_settings=" + json.dumps({"headers": {"Content-Security-Policy": SERVER_POLICY}})]
     if port:
         args.append(f"--port={port}")
     if not browser:

@@ -16,7 +16,9 @@ Every feedback file uses the template in ``templates/pb_feedback`` (nbgrader's
 feedback template with Chinese labels and MathJax loaded from
 ``autograde/feedback/_mathjax/``, a copy of the MathJax the book vendors),
 :class:`.privacy.StudentView` and :mod:`.inert` (the student's Markdown and
-outputs sanitized with nh3: a feedback page runs no script but MathJax).
+outputs sanitized with nh3: a feedback page runs no script but MathJax), and
+:mod:`.csp` (a ``<meta http-equiv>`` Content-Security-Policy: only the page's own
+nonced scripts run; MathJax with its ``ui/safe`` extension).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .merge import apply_marks, read_marks
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MATHJAX_DIR = "_mathjax"  # under autograde/feedback/; not a valid student id, so never a student's folder
-MATHJAX_FILES = ("tex-chtml.js", "output/chtml/fonts/woff-v2")
+MATHJAX_FILES = ("tex-chtml.js", "ui/safe.js", "input/tex/extensions", "output/chtml/fonts/woff-v2")
 
 
 def mathjax_source() -> Path:
@@ -49,7 +51,7 @@ def mathjax_source() -> Path:
 def install_mathjax(feedback_root: Path) -> Path:
     """Copy the MathJax files feedback pages load into ``feedback_root/_mathjax`` (once)."""
     dest = feedback_root / MATHJAX_DIR
-    if (dest / "tex-chtml.js").is_file():
+    if all((dest / rel).exists() for rel in MATHJAX_FILES):
         return dest
     src = mathjax_source()
     tmp = feedback_root / (MATHJAX_DIR + ".tmp")
@@ -113,13 +115,14 @@ def feedback_config(cfg):
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.preprocessors import GetGrades
 
-    from .inert import InertOutputs, configure
+    from .inert import FeedbackPolicy, InertOutputs, configure
     from .privacy import StudentView
 
     nbgrader_templates = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
     cfg.HTMLExporter.template_name = "pb_feedback"
     cfg.HTMLExporter.extra_template_basedirs = [str(TEMPLATES), str(nbgrader_templates)]
-    cfg.GenerateFeedback.preprocessors = [StudentView, InertOutputs, GetGrades, CSSHTMLHeaderPreprocessor]
+    cfg.GenerateFeedback.preprocessors = [StudentView, InertOutputs, GetGrades, CSSHTMLHeaderPreprocessor,
+                                         FeedbackPolicy]
     return configure(cfg)
 
 

@@ -20,11 +20,17 @@ ammonia) instead of a hand-written one:
 * :class:`InertOutputs` keeps only output types that render as data
   (text, images, LaTeX, sanitized HTML/Markdown): JavaScript, widget views and
   unknown types are dropped, as is the notebook's widget state.
+* :class:`InertOutputs` also rebuilds what nbconvert's templates read of a cell
+  from typed allow-lists (issue 31): output metadata (:func:`output_metadata`:
+  numbers only for width/height, no ``filenames``/``isolated``), ``nbgrader``
+  metadata, execution counts, stream names.  The templates write some of these
+  as unquoted attributes or URLs, where no HTML sanitizer looks.
 * :func:`configure` turns both on for an exporter's config.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import nh3
@@ -76,8 +82,60 @@ def clean_html(html) -> str:
                      filter_style_properties={"text-align"}, id_prefix=ID_PREFIX, strip_comments=True)
 
 
+def _number(value, top: float = 100000):
+    """``value`` when it is a plain finite number in (0, top], else None (a string could be markup)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value if 0 < value <= top else None
+
+
+def output_metadata(meta) -> dict:
+    """The output metadata a template may see: per MIME type, numeric width/height, ``unconfined`` and text ``alt``.
+
+    nbconvert's templates write width and height as *unquoted* attributes and ``filenames`` as image
+    URLs, so anything else a kernel sends (filenames, isolated, strings for sizes...) is dropped here."""
+    out: dict = {}
+    if not isinstance(meta, dict):
+        return out
+    for key, value in meta.items():
+        if key in ("width", "height") and _number(value) is not None:
+            out[key] = value
+        elif key in SAFE_OUTPUTS | SANITIZED_OUTPUTS and isinstance(value, dict):
+            kept = {k: value[k] for k in ("width", "height") if _number(value.get(k)) is not None}
+            if value.get("unconfined") is True:
+                kept["unconfined"] = True
+            if isinstance(value.get("alt"), str):
+                kept["alt"] = value["alt"][:500]  # written quoted and escaped
+            if kept:
+                out[key] = kept
+    return out
+
+
+def nbgrader_metadata(meta) -> dict:
+    """A cell's ``nbgrader`` metadata with known keys of the right types only (a student can edit it)."""
+    if not isinstance(meta, dict):
+        return {}
+    out = {k: meta[k] for k in _NBGRADER_FLAGS if isinstance(meta.get(k), bool)}
+    out.update({k: meta[k] for k in _NBGRADER_TEXT if isinstance(meta.get(k), str)})
+    out.update({k: meta[k] for k in _NBGRADER_NUMBERS
+                if not isinstance(meta.get(k), bool) and isinstance(meta.get(k), (int, float))})
+    return out
+
+
+_NBGRADER_FLAGS = ("solution", "grade", "locked", "task")
+_NBGRADER_TEXT = ("grade_id", "comment", "cell_type", "checksum")
+_NBGRADER_NUMBERS = ("points", "score", "schema_version")
+STREAMS = ("stdout", "stderr")
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+
+
+def _count(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class InertOutputs(Preprocessor):
-    """Drop outputs that could run (JavaScript, widgets, unknown types); sanitize HTML outputs."""
+    """Rebuild what a template sees of each cell from validated parts: outputs that could run (JavaScript, widgets,
+    unknown types) dropped, HTML sanitized, metadata reduced to typed allow-lists, counts made integers."""
 
     enabled = Bool(True).tag(config=True)  # a plain nbconvert preprocessor is off by default
 
@@ -86,20 +144,55 @@ class InertOutputs(Preprocessor):
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
-        for output in cell.get("outputs", []):
-            meta = output.get("metadata", {}).get("text/html")
-            if isinstance(meta, dict):
-                meta.pop("isolated", None)  # nbconvert would put the HTML in an unsandboxed data: iframe
-            data = output.get("data")
-            if not isinstance(data, dict):
-                continue
+        meta = cell.get("metadata", {})
+        cell["metadata"] = type(meta)()
+        if isinstance(meta, dict) and "nbgrader" in meta:
+            cell["metadata"]["nbgrader"] = type(meta)(nbgrader_metadata(meta["nbgrader"]))
+        if "execution_count" in cell:
+            cell["execution_count"] = _count(cell["execution_count"])
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = [o for o in (self._output(o) for o in cell.get("outputs", [])) if o is not None]
+        return cell, resources
+
+    @staticmethod
+    def _output(output):
+        if not isinstance(output, dict) or output.get("output_type") not in OUTPUT_TYPES:
+            return None
+        output["metadata"] = type(output)(output_metadata(output.get("metadata")))
+        if "execution_count" in output:
+            output["execution_count"] = _count(output["execution_count"])
+        if output["output_type"] == "stream":
+            output["name"] = output.get("name") if output.get("name") in STREAMS else "stdout"
+            output["text"] = output.get("text") if isinstance(output.get("text"), str) else ""
+        if output["output_type"] == "error":
+            for key in ("ename", "evalue"):
+                output[key] = output.get(key) if isinstance(output.get(key), str) else ""
+            tb = output.get("traceback")
+            output["traceback"] = [t for t in tb if isinstance(t, str)] if isinstance(tb, list) else []
+        data = output.get("data")
+        if output["output_type"] in ("display_data", "execute_result"):
+            data = data if isinstance(data, dict) else {}
             for mime in list(data):
                 if mime in SANITIZED_OUTPUTS and isinstance(data[mime], str):
                     if mime == "text/html":
                         data[mime] = clean_html(data[mime])
-                elif mime not in SAFE_OUTPUTS:
+                elif mime not in SAFE_OUTPUTS or (mime != "application/json" and not isinstance(data[mime], str)):
                     del data[mime]
-        return cell, resources
+            output["data"] = data
+        return output
+
+
+class FeedbackPolicy(Preprocessor):
+    """Give a feedback page a fresh nonce and its policy (``resources.csp_nonce``, ``resources.csp_policy``, :mod:`.csp`)."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        from .csp import feedback_policy, new_nonce
+
+        resources["csp_nonce"] = nonce = new_nonce()
+        resources["csp_policy"] = feedback_policy(nonce)
+        return nb, resources
 
 
 def configure(cfg):

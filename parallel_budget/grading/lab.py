@@ -2,7 +2,7 @@
 
 ``python -m parallel_budget.grading formgrader`` starts JupyterLab with this
 extension, rooted at the course root (so Preview and "Open live notebook"
-reach ``solutions/`` and ``autograde/autograded/``).  It changes four things
+reach ``solutions/`` and ``autograde/autograded/``).  It changes five things
 in nbgrader 0.9.6's formgrader, inside this server only:
 
 * a submission is shown inert (issue 22): nbgrader renders it as nbconvert
@@ -10,6 +10,10 @@ in nbgrader 0.9.6's formgrader, inside this server only:
   ``display(Javascript(...))`` would run as the logged-in instructor; the
   page's exporter sanitizes Markdown and outputs with :mod:`.inert` (nh3);
 
+* every formgrader page is sent with a strict Content-Security-Policy
+  (:mod:`.csp`, issue 31) and a fresh nonce per request; the course's
+  copies of nbgrader's templates (``templates/pb_formgrader``, autoescaped,
+  values as JSON, no inline handler) put the nonce on their scripts;
 * the grading page uses ``templates/pb_formgrade``: MathJax 3 from the copy
   the book vendors, served at ``<base_url>/pb-mathjax/`` (no CDN), and a
   banner that says in words when a save failed or the page went stale;
@@ -30,7 +34,7 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Unicode
 
-from . import inert
+from . import csp, inert
 from .feedback import TEMPLATES, mathjax_source
 
 BEGIN, END = "BEGIN MARK SCHEME", "END MARK SCHEME"
@@ -104,8 +108,27 @@ def formgrade_exporter(formgrader):
     return exporter
 
 
+class _NoncedExporter:
+    """The page's exporter, handing the request's nonce to the template (``resources.csp_nonce``)."""
+
+    def __init__(self, exporter, nonce: str):
+        self._exporter, self._nonce = exporter, nonce
+
+    def from_filename(self, filename, resources=None, **kw):
+        return self._exporter.from_filename(filename, resources=dict(resources or {}, csp_nonce=self._nonce), **kw)
+
+
+def _jinja_env(plain):
+    """formgrader's Jinja environment with the course's nonced copies of its templates first, autoescaping on."""
+    from jinja2 import ChoiceLoader, Environment, FileSystemLoader
+
+    return Environment(loader=ChoiceLoader([FileSystemLoader(str(TEMPLATES / "pb_formgrader")), plain.loader]),
+                       autoescape=True)
+
+
 def _patch_formgrader() -> None:
     from nbgrader.server_extensions.formgrader.base import BaseHandler
+    from nbgrader.server_extensions.formgrader.handlers import SubmissionFilesHandler
 
     if getattr(BaseHandler, "_pb_patched", False):
         return
@@ -124,11 +147,31 @@ def _patch_formgrader() -> None:
         if cached is None or cached[0] is not formgrader.coursedir:
             cached = (formgrader.coursedir, formgrade_exporter(formgrader))
             self.settings["pb_exporter"] = cached
-        return cached[1]
+        return _NoncedExporter(cached[1], self.csp_nonce)
+
+    def nonce(self):
+        if getattr(self, "_pb_nonce", None) is None:
+            self._pb_nonce = csp.new_nonce()
+        return self._pb_nonce
+
+    def policy(self):
+        origin = f"{self.request.protocol}://{self.request.host}"
+        return csp.formgrader_policy(self.csp_nonce, origin, self.settings.get("base_url", "/"))
+
+    def render(self, name, **ns):
+        env = self.settings.get("pb_jinja2_env")
+        if env is None:
+            env = self.settings["pb_jinja2_env"] = _jinja_env(self.settings["nbgrader_jinja2_env"])
+        return env.get_template(name).render(csp_nonce=self.csp_nonce, **ns)
 
     BaseHandler.gradebook = property(gradebook)
     BaseHandler.exporter = property(exporter)
+    BaseHandler.csp_nonce = property(nonce)
+    BaseHandler.content_security_policy = property(policy)
+    BaseHandler.render = render
     BaseHandler._pb_patched = True
+    # A student's own files (formgrader serves the autograded folder): an opaque origin where nothing runs.
+    SubmissionFilesHandler.content_security_policy = property(lambda self: policy(self) + "; sandbox")
 
 
 def _jupyter_server_extension_points():
