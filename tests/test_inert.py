@@ -146,3 +146,17 @@ def test_every_nbgrader_page_with_inline_script_has_a_nonced_copy():
         assert not handler.search(text), name
         tags = re.findall(r"<script\b[^>]*>", text)
         assert tags and all("nonce=" in tag for tag in tags), (name, tags)
+
+
+def test_a_feedback_nonce_is_the_notebooks_digest():
+    """Same notebook, same nonce (feedback is byte-identical run to run); a changed notebook, another nonce.
+    A student who writes a nonce into their notebook changes the digest, so it is never the page's."""
+    import nbformat
+
+    from parallel_budget.grading import csp
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("x")])
+    first = csp.notebook_nonce(nb)
+    assert first == csp.notebook_nonce(nbformat.reads(nbformat.writes(nb), as_version=4)) and len(first) >= 22
+    nb.cells.append(nbformat.v4.new_markdown_cell(f'<script nonce="{first}">alert(1)</script>'))
+    assert csp.notebook_nonce(nb) != first

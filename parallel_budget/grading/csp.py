@@ -26,6 +26,8 @@ Jupyter adds ``sandbox allow-scripts`` (no same-origin rights) to ``/files/``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import secrets
 
@@ -40,6 +42,14 @@ UNSAFE = ("'unsafe-inline'", "'unsafe-eval'", "'unsafe-hashes'", "'wasm-unsafe-e
 def new_nonce() -> str:
     """A fresh nonce (128 bits, URL-safe base64)."""
     return secrets.token_urlsafe(16)
+
+
+def notebook_nonce(nb) -> str:
+    """A feedback page's nonce: 128 bits of SHA-256 over the notebook (nbformat's JSON), URL-safe base64."""
+    import nbformat
+
+    digest = hashlib.sha256(nbformat.writes(nb).encode("utf-8")).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
 def formgrader_policy(nonce: str, origin: str, base_url: str) -> str:

@@ -183,14 +183,19 @@ class InertOutputs(Preprocessor):
 
 
 class FeedbackPolicy(Preprocessor):
-    """Give a feedback page a fresh nonce and its policy (``resources.csp_nonce``, ``resources.csp_policy``, :mod:`.csp`)."""
+    """Give a feedback page its nonce and policy (``resources.csp_nonce``, ``resources.csp_policy``, :mod:`.csp`).
+
+    The nonce is a digest of the notebook the page is made from, so the same submission gives the same bytes
+    on every run (feedback is compared and re-made), while no student can write it into their own notebook:
+    a script carrying it would change the digest (a SHA-256 fixed point).
+    """
 
     enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb, resources):
-        from .csp import feedback_policy, new_nonce
+        from .csp import feedback_policy, notebook_nonce
 
-        resources["csp_nonce"] = nonce = new_nonce()
+        resources["csp_nonce"] = nonce = notebook_nonce(nb)
         resources["csp_policy"] = feedback_policy(nonce)
         return nb, resources
 

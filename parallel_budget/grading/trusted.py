@@ -116,7 +116,7 @@ def run(source: str, values: dict, names, function_host=None, swap=None) -> list
     except (overrun.Overrun, MemoryError) as exc:  # a value nobody thought of costs this cell, never the class
         what = "内存" if isinstance(exc, MemoryError) else f"{overrun.CHECK_CPU_S:g} 秒 CPU"
         outputs.append(NotebookNode(output_type="error", ename=overrun.OVERRUN, evalue=f"检查你的答案超过了上限（{what}），"
-                                    "这个单元记 0 分。请按题目要求写一个数或“数 单位”，例如 \"3 GB\"。",
+                                    "这个单元记 0 分。请按题目要求写一个数，或一个数加一个单位，例如 \"3 GB\"。",
                                     traceback=[f"{overrun.OVERRUN}: {what}"]))
     except checks.Unread as exc:  # an expression typed as an answer: never evaluated, 0, and an integrity row
         outputs.append(NotebookNode(output_type="error", ename=overrun.UNREAD, evalue=str(exc),
