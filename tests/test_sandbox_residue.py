@@ -160,3 +160,34 @@ def test_kernels_and_function_hosts_never_share_a_uid():
     uids = [kernels.uid, functions.uid, later.uid]
     forkclient.new_student()
     assert len(set(uids)) == 3, uids
+
+
+def test_a_sandbox_that_cannot_be_cleared_is_replaced_by_a_fresh_one(monkeypatch):
+    """A fork server that answers a launch with ``{"dirty": [...]}`` (its clear-up was blocked) is dropped, and the
+    launch goes to a new server in a fresh sandbox; only a failure there reaches the caller (infrastructure)."""
+    started = []
+
+    class Fake:
+        def __init__(self, limits=None):
+            self.owner, self.threads, self.dirty = os.getpid(), 1, not started
+            self.process = type("P", (), {"poll": staticmethod(lambda: None), "kill": staticmethod(lambda: None)})()
+            started.append(self)
+
+        def launch(self, cmd, env, cwd, **kw):
+            if self.dirty:
+                raise forkclient.ForkServerError("sandbox not clean after clear-up: ['/tmp/locked']")
+            return "kernel"
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(forkclient, "ForkServer", Fake)
+    monkeypatch.setattr(forkclient, "_servers", {})
+    monkeypatch.setattr(forkclient, "_failed", {})
+    assert forkclient.launch(None, "test", ["python"], {}) == "kernel" and len(started) == 2
+    monkeypatch.setattr(Fake, "launch", lambda self, *a, **k: (_ for _ in ()).throw(forkclient.ForkServerError("x")))
+    forkclient._servers.clear()
+    with pytest.raises(forkclient.ForkServerError):
+        forkclient.launch(None, "test", ["python"], {})
+    assert len(started) == 4  # the used one, then one fresh sandbox: never more than one retry
+    forkclient._servers.clear()
