@@ -45,7 +45,8 @@ def plant():
         except OSError:
             pass
 plant()
-for d in (home + "/.ipython/profile_default/startup", home + "/.ipython/profile_default", home + "/.ipython", site):
+# only the folders holding the files: IPython ignores an IPYTHONDIR it cannot write to
+for d in (home + "/.ipython/profile_default/startup", site):
     try:
         os.chmod(d, 0o555)
     except OSError:

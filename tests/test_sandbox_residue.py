@@ -55,7 +55,8 @@ for top in ("/", "/tmp", "/tmp/work", "/tmp/ipc", home, "/dev", "/dev/shm", "/va
     except OSError:
         pass
 # folders that resist clean-up: read-only around the startup files, chmod 000 with content
-for d in (home + "/.ipython/profile_default/startup", home + "/.ipython/profile_default", home + "/.ipython", site):
+# only the folders holding the files: IPython ignores an IPYTHONDIR it cannot write to
+for d in (home + "/.ipython/profile_default/startup", site):
     os.chmod(d, 0o555)
 os.makedirs("/tmp/locked/deep", exist_ok=True)
 open("/tmp/locked/deep/.pb-poison", "w").write("x")
