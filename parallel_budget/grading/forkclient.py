@@ -3,8 +3,10 @@
 :class:`ForkServer` starts one fork server (inside a bubblewrap sandbox when
 given :class:`.sandbox.Limits`) and asks it for kernels; each comes back as a
 :class:`ForkedKernel`, a pidfd-backed stand-in for :class:`subprocess.Popen`.
-:func:`server` keeps one warm server per grading process and sandbox setting
-and starts a new one when a student's kernel has killed the old one.
+:func:`server` keeps one warm server per grading process, role and sandbox setting
+and starts a new one when a student's kernel has killed the old one; :func:`new_student` stops them all
+between students (each student's kernels and function hosts get new sandboxes under new uids), and
+:func:`launch` replaces a failed server by one in a fresh sandbox once.
 """
 
 from __future__ import annotations
