@@ -109,6 +109,9 @@ HEAVY = (
     "test_jupyterlab.py",  # ~110 s: three browser tests on one JupyterLab (a chapter, its labs, the glossary)
     "test_labs_reliability.py",  # ~90 s
     "test_instructor.py",  # ~85 s
+    "test_grading_lifeline.py",  # ~190 s: kill -9 of a real grade run, then a re-run
+    "test_grading_residue.py",  # ~70-90 s: two real grade runs, a poisoner before its classmates
+    "test_grading_output_bound.py",  # ~100 s: a kernel printing 4 x 400 MB
     "test_grading_hostile.py",  # ~70 s
     "test_grading_isolation.py",  # ~65 s
     "test_grading_intake.py",

@@ -14,6 +14,10 @@ What a submission can make it spend is bounded here:
   600 bytes of memory per character in the worst case, ``x=1`` repeated:
   at most about 40 MB), longer ones on their text (regular expressions,
   memory linear in the text);
+* a message from a kernel over :data:`MAX_KERNEL_MESSAGE` is refused by ZeroMQ itself (``zmq.MAXMSGSIZE``
+  on every socket of the grader's kernel client, :mod:`.warmkernels`): it is never received, decoded or
+  kept (the cell loses that output); what is kept of the rest is capped per cell
+  (``c.ResilientExecute.max_output_chars``), so no output makes a worker grow;
 * per student, the kernels' time across all notebooks, cells and restarts is
   capped by ``c.ResilientExecute.student_budget`` seconds
   (:class:`.preprocessors.ResilientExecute`): what did not run scores 0, with
@@ -35,6 +39,7 @@ MAX_NOTEBOOK_BYTES = 10 * 2**20  # a notebook file; honest ones with outputs are
 MAX_CELL_CHARS = 1_000_000  # the source of one cell (a data cell of a few hundred KB still runs)
 AST_SCAN_CHARS = 64_000  # longer cells are scanned on their text, not their syntax tree
 MAX_META_CHARS = 4_000  # nbgrader metadata kept on a capped cell
+MAX_KERNEL_MESSAGE = 16 * 2**20  # one frame from a kernel; larger ones are dropped by ZeroMQ before they are read
 WORKER_PEAK_BYTES = 512 * 2**20  # the stated bound on a grading process's peak RSS (measured: workers 190 MB, command 285 MB)
 STUDENT_BUDGET_S = 300.0  # default of c.ResilientExecute.student_budget
 OVER_BUDGET = "StudentBudgetExceeded"

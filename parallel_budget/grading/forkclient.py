@@ -3,8 +3,10 @@
 :class:`ForkServer` starts one fork server (inside a bubblewrap sandbox when
 given :class:`.sandbox.Limits`) and asks it for kernels; each comes back as a
 :class:`ForkedKernel`, a pidfd-backed stand-in for :class:`subprocess.Popen`.
-:func:`server` keeps one warm server per grading process and sandbox setting
-and starts a new one when a student's kernel has killed the old one.
+:func:`server` keeps one warm server per grading process, role and sandbox setting
+and starts a new one when a student's kernel has killed the old one; :func:`new_student` stops them all
+between students (each student's kernels and function hosts get new sandboxes under new uids), and
+:func:`launch` replaces a failed server by one in a fresh sandbox once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import itertools
 import json
 import logging
 import os
@@ -65,6 +68,14 @@ class ForkedKernel(PidfdChild):
         return self.poll()
 
 
+def _json(msg: bytes) -> dict:
+    try:
+        value = json.loads(msg or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class ForkServerError(RuntimeError):
     """The fork server could not be started or stopped answering."""
 
@@ -83,7 +94,8 @@ class ForkServer:
         argv = [sys.executable, "-m", "parallel_budget.grading.forkserver", str(theirs.fileno())]
         fds, info_r = [theirs.fileno()], None
         if self.sandboxed:
-            spec.update(limits=json.loads(limits.to_json()), uid=sandbox.sandbox_uid() if os.geteuid() == 0 else None)
+            self.uid = sandbox.sandbox_uid(serial=next(_serials)) if os.geteuid() == 0 else None  # its own uid
+            spec.update(limits=json.loads(limits.to_json()), uid=self.uid)
             env = sandbox.clean_env(env, keep=KERNEL_ENV)  # its /proc/<pid>/environ is what its kernels can read
             info_r, info_w = os.pipe()
             fds.append(info_w)
@@ -133,7 +145,9 @@ class ForkServer:
             socket.send_fds(self._sock, [json.dumps(request).encode()], [fd] if fd is not None else [])
             msg, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
         if not msg or not fds:
-            raise ForkServerError("fork server did not answer a launch request")
+            dirty = _json(msg).get("dirty")
+            raise ForkServerError(f"sandbox not clean after clear-up: {dirty}" if dirty else
+                                  "fork server did not answer a launch request")
         return ForkedKernel(self, json.loads(msg)["pid"], fds[0])
 
     def status(self, pid: int) -> int:
@@ -151,6 +165,7 @@ class ForkServer:
 
 
 _servers: dict = {}
+_serials = itertools.count()  # each sandbox this process starts gets the next uid (sandbox.sandbox_uid)
 # Keys whose server failed to start, with when: later kernels of the same shard fall back (or fail) at once
 # instead of waiting for another start; after RETRY_SECONDS, or at the next shard (forget_failures), a new
 # attempt is made, so one bad moment never costs the rest of the worker's students (issue 22).
@@ -188,6 +203,38 @@ def server(limits: sandbox.Limits | None = None, role: str = "kernels") -> ForkS
     atexit.register(srv.close)
     _servers[key] = srv
     return srv
+
+
+def new_student() -> None:
+    """A student's grading starts or ends: stop every sandbox of this process, so the next gets new ones.
+
+    Nothing an earlier student's code did (files it could not be made to give up, processes, IPC, a uid's
+    process count) can be in a sandbox the next student's kernels or function hosts use: their fork
+    servers are new bubblewrap sandboxes (fresh ``/tmp``, home and ``/dev/shm``) under new uids.
+    """
+    close_all()
+    forget_failures()
+
+
+def launch(limits: sandbox.Limits | None, role: str, cmd: list, env: dict, cwd=None, **kw) -> ForkedKernel:
+    """Launch ``cmd`` from this process's fork server for ``role``; if that server fails (it died, or its
+    sandbox could not be cleared), once more from a new server in a fresh sandbox.
+
+    Raises :class:`ForkServerError` only when the fresh sandbox failed too, before any of the student's code
+    ran in it: then the machinery is at fault (see ``autograde/README.md`` §5).
+    """
+    srv = server(limits, role)
+    if srv is not None:
+        try:
+            return srv.launch(cmd, env, cwd, **kw)
+        except (ForkServerError, OSError, ValueError) as exc:
+            log.warning("Fork server for %s failed (%s); starting a fresh sandbox.", role, exc)
+            discard(limits, role)
+            forget_failures()
+            srv = server(limits, role)
+    if srv is None:
+        raise ForkServerError(f"no fork server for {role}")
+    return srv.launch(cmd, env, cwd, **kw)
 
 
 def forget_failures() -> None:

@@ -97,10 +97,14 @@ def _prctl(option: int, value: int) -> None:
         pass
 
 
-def _clear_sandbox() -> None:
-    """PID 1 of a sandbox, before a launch: kill every other process in it, empty /tmp and /dev/shm, remove SysV IPC."""
+def _clear_sandbox() -> list[str]:
+    """PID 1 of a sandbox, before a launch: kill every other process in it, empty /tmp and /dev/shm, remove SysV IPC.
+
+    Returns what is still there afterwards (:func:`.sandbox.leftovers`): anything means this sandbox is
+    not fit for another kernel.
+    """
     if os.getpid() != 1:  # never outside a PID namespace: kill(-1) would reach the grader's processes
-        return
+        return []
     try:
         os.kill(-1, signal.SIGKILL)  # everything in this PID namespace except PID 1
     except ProcessLookupError:
@@ -113,8 +117,10 @@ def _clear_sandbox() -> None:
     sandbox.empty_folder(sandbox.SCRATCH, keep=sandbox.scratch_mounts())
     sandbox.empty_folder(sandbox.SHM)  # POSIX shared memory and named semaphores (multiprocessing.Lock)
     sandbox.clear_ipc()  # System V segments outlive their processes
+    left = sandbox.leftovers(keep=sandbox.scratch_mounts())
     for path in (sandbox.HOME, sandbox.WORK, os.path.dirname(sandbox.IPC)):
         os.makedirs(path, exist_ok=True)
+    return left
 
 
 def _serve(sock: socket.socket, spec: dict) -> dict | None:
@@ -160,7 +166,13 @@ def _serve(sock: socket.socket, spec: dict) -> dict | None:
             continue
         if sandboxed:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _clear_sandbox()
+            try:
+                left = _clear_sandbox()
+            except OSError as exc:  # e.g. /tmp made unreadable
+                left = [str(exc)]
+            if left:  # the clear-up was blocked: this sandbox serves no one again (the grader starts a new one)
+                sock.send(json.dumps({"dirty": left[:20]}).encode())
+                return None
             statuses.clear()
             signal.signal(signal.SIGCHLD, reap)
             deadline = time.monotonic() + wall if wall else None

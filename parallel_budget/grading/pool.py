@@ -16,7 +16,9 @@ and a cluster's ``run_cluster(tasks, address, report, log_dir)``):
   killer, a crash) fails every student it had in flight, so each of those is graded
   again *alone*, on a fresh worker of its own, before any is reported failed; a
   student whose grading hit an infrastructure failure gets the same second attempt.
-* Every worker process ends, also on Ctrl-C or an error (workers ignore SIGINT).
+* Every worker process ends, also on Ctrl-C or an error (workers ignore SIGINT), and also when
+  ``grade`` itself is killed (:mod:`.lifeline`: parent-death signal and watchdog; each worker is
+  registered in ``autograde/.work/workers`` and a re-run ends any that survived).
 
 At most ``jobs`` students are in flight at any time, so every student a dead worker's
 pool had accepted was really being graded (a queued student is never blamed).
@@ -25,20 +27,34 @@ pool had accepted was really being graded (a queued student is never blamed).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
+from . import lifeline
 from .shard import grade_student, worker_init
 
 DIED_ALONE = "评分进程在单独重试这名学生时也意外退出（例如被系统因内存不足杀死）"
 
 
+def registry(log_dir: Path) -> Path:
+    """Where local workers register themselves (:mod:`.lifeline`): ``autograde/.work/workers``."""
+    return Path(log_dir).parent / "workers"
+
+
+def _worker_start(log_dir: str, parent: int) -> None:
+    """Every local worker: die with ``grade`` (:func:`.lifeline.bind`), register, then the shard set-up."""
+    lifeline.bind(parent)
+    lifeline.register(registry(Path(log_dir)))
+    worker_init(log_dir)
+
+
 def _executor(workers: int, log_dir: Path) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                               initializer=worker_init, initargs=(str(log_dir),))
+                               initializer=_worker_start, initargs=(str(log_dir), os.getpid()))
 
 
 def _stop(executors) -> None:

@@ -254,15 +254,13 @@ class ResilientExecute(Execute):
         import os
         import sys
 
-        from .forkclient import ForkServerError, server
+        from .forkclient import ForkServerError, launch
 
-        srv = server(self._limits, role="functions")
-        if srv is None:  # the grader's failure, not the student's: recorded, so the student is not graded
-            infra.fail("无法启动运行函数答案的沙箱进程")
-            raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。")
-        try:
-            return srv.launch([sys.executable, "-m", "parallel_budget.grading.fnhost"], dict(os.environ), None, fd=fd)
+        try:  # a used sandbox that fails is replaced by a fresh one (forkclient.launch), under a uid of its own
+            return launch(self._limits, "functions", [sys.executable, "-m", "parallel_budget.grading.fnhost"],
+                          dict(os.environ), None, fd=fd)
         except (ForkServerError, OSError, ValueError) as exc:
+            # a fresh sandbox failed before any student code ran in it: the grader's failure, not the student's
             infra.fail(f"无法启动运行函数答案的沙箱进程（{infra.short(exc)}）")
             raise trusted.FunctionFailed("无法启动运行函数答案的沙箱进程。") from None
 

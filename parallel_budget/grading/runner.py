@@ -53,13 +53,13 @@ from pathlib import Path
 
 from .collect import collect, digest_folder
 from .intake import summary_lines as collection_lines
-from . import hostlog, personal, preflight
+from . import hostlog, lifeline, personal, preflight
 from .batches import BATCH_SECONDS, BATCH_STUDENTS, Batcher
 from .course import Course, CourseError, load_config
 from .feedback import course_feedback, install_mathjax, task_marks
 from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
 from .merge import MergeReport, finished_run, merge
-from .pool import run_local
+from .pool import registry, run_local
 from .sandbox import unavailable as sandbox_unavailable
 
 __all__ = ["collect", "export", "grade", "merge"]
@@ -185,6 +185,8 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     jobs = jobs or os.cpu_count() or 1
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     with _locked(course):
+        if ended := lifeline.end_leftovers(registry(course.work / "logs")):  # a killed run's workers
+            say(f"结束了上一次被中断的评分留下的 {ended} 个评分进程。")
         if not cluster:  # a cluster's workers are checked by cluster.run_cluster before any shard
             preflight.check(course, timeout, sandbox)
         _finish_pending(course)

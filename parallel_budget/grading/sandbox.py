@@ -14,9 +14,12 @@ Every grading kernel runs inside ``bwrap`` (Debian's ``bubblewrap``) with
   folder, home and sockets), and a capped ``/dev/shm``;
 * its own PID, IPC and UTS namespaces: it sees and can signal only its own
   processes, and its first process (the fork server) is PID 1, which the
-  kernels cannot kill; before each kernel the fork server empties ``/tmp``
-  and ``/dev/shm`` and removes every System V IPC object (:func:`clear_ipc`),
-  so nothing of one student reaches the next;
+  kernels cannot kill; before each kernel the fork server resets permissions,
+  empties ``/tmp`` and ``/dev/shm``, removes every System V IPC object
+  (:func:`clear_ipc`) and checks that nothing is left (:func:`leftovers`;
+  if anything is, the grader starts a new sandbox); and every student gets
+  new sandboxes anyway (:func:`.forkclient.new_student`), so nothing of one
+  student reaches the next;
 * an environment from an allow-list (:func:`clean_env`), never the grader's;
 * limits (:class:`Limits`, set as hard rlimits before any student code runs):
   address space (2 GB default), CPU seconds, processes, open files, the size
@@ -24,7 +27,8 @@ Every grading kernel runs inside ``bwrap`` (Debian's ``bubblewrap``) with
   and the cell timeout;
 * no privileges: run by root, bwrap keeps only ``CAP_SETUID``/``CAP_SETGID``
   for the payload's first line, which switches to an unprivileged uid of its
-  own (``1000000 + worker pid``) and so drops every capability (its
+  own (:func:`sandbox_uid`: per worker and sandbox, so kernels, function hosts
+  and each student's sandboxes never share a uid or its process count) and so drops every capability (its
   ``oom_score_adj`` is raised to 1000 first); run by an ordinary user, bwrap
   uses an unprivileged user namespace.
 
@@ -179,8 +183,18 @@ def clean_env(given: dict, keep=()) -> dict:
     return env
 
 
-def sandbox_uid(owner_pid: int | None = None) -> int:
-    return UID_BASE + (owner_pid or os.getpid()) % 1_000_000
+UIDS_PER_PROCESS = 64  # sandboxes one grading process starts before a uid comes round again
+
+
+def sandbox_uid(owner_pid: int | None = None, serial: int = 0) -> int:
+    """The uid of one sandbox: its own per (grading process, sandbox serial), never another sandbox's.
+
+    Kernels and function hosts, and each student's sandboxes, run under different uids, so a per-uid
+    limit (``RLIMIT_NPROC`` counts every process of the uid on the machine) that one exhausts is not
+    the other's.  A uid comes round again only after :data:`UIDS_PER_PROCESS` sandboxes of the same
+    process, long after the sandbox that had it (and, with its PID namespace, all it ran) was gone.
+    """
+    return UID_BASE + ((owner_pid or os.getpid()) % 2**22) * UIDS_PER_PROCESS + serial % UIDS_PER_PROCESS
 
 
 def _oom_score_adj() -> str | None:
@@ -249,16 +263,54 @@ def clear_ipc() -> int:
     return removed
 
 
+def _open_up(path: str) -> None:
+    """Give every folder under ``path`` (never through a symlink) mode 0700, so nothing in it resists removal.
+
+    A kernel runs under the same uid as the fork server that empties its scratch, so it can make a folder
+    read-only or ``chmod 000`` (``rmtree`` then fails inside it); as the owner the fork server can undo that.
+    """
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700, follow_symlinks=False)
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                _open_up(entry.path)
+
+
 def empty_folder(folder: str, keep=()) -> None:
-    """Remove everything in ``folder`` (a sandbox tmpfs) except the names in ``keep``; never follows a symlink."""
+    """Remove everything in ``folder`` (a sandbox tmpfs) except the names in ``keep``; never follows a symlink.
+
+    Permissions are reset first (:func:`_open_up`); what still cannot be removed is left for
+    :func:`leftovers` to find (the fork server then refuses to launch and the grader starts a new sandbox).
+    """
     for entry in os.scandir(folder):
         if entry.name in keep:
             continue
         if entry.is_dir(follow_symlinks=False):
+            _open_up(entry.path)
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+def leftovers(keep=()) -> list[str]:
+    """What a cleared sandbox still holds: names in ``/tmp`` (but ``keep``) or ``/dev/shm``, processes, SysV IPC.
+
+    Run by the fork server (PID 1) after clearing: anything listed means the clear-up was blocked, and the
+    sandbox is not used for another kernel.
+    """
+    found = [f"{SCRATCH}/{n}" for n in os.listdir(SCRATCH) if n not in keep]
+    found += [f"{SHM}/{n}" for n in os.listdir(SHM)]
+    found += [f"pid {n}" for n in os.listdir("/proc") if n.isdigit() and n != str(os.getpid())]
+    for kind in ("shm", "sem", "msg"):
+        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as fh:
+            found += [f"sysv {kind}"] * len(fh.read().splitlines()[1:])
+    return found
 
 
 class PinnedSockets:

@@ -33,7 +33,7 @@ def grade_student(task: dict) -> dict:
     started = time.monotonic()
     kernels_before = dict(forkclient.launches)
     infra.clear()
-    forkclient.forget_failures()  # an earlier shard's failed fork-server start is tried again
+    forkclient.new_student()  # new sandboxes (fresh /tmp, home, uids) for this student; failed starts tried again
     course = Course(task["root"])
     student, assignment = task["student"], task["assignment"]
     shard = Path(task["shard"])
@@ -116,6 +116,7 @@ def grade_student(task: dict) -> dict:
     except Exception as exc:
         result["reason"] = f"评分出错：{infra.short(exc)}"
         result["errors"].append(traceback.format_exc(limit=6))
+    forkclient.close_all()  # nothing this student's code left running outlives their grading
     result["seconds"] = round(time.monotonic() - started, 3)
     result["kernels"] = {k: v - kernels_before.get(k, 0) for k, v in forkclient.launches.items()}
     if result["ok"]:

@@ -19,7 +19,7 @@ import os
 import time
 import uuid
 
-from . import sandbox
+from . import bounds, sandbox
 from .forkclient import ForkedKernel, ForkServer, ForkServerError, discard, server
 
 log = logging.getLogger("parallel_budget.grading")
@@ -117,6 +117,7 @@ def _client_class():
         * A forked kernel binds its sockets about 30 ms after the fork; a client
           socket that connected earlier retries after ZeroMQ's reconnect
           interval, 100 ms by default.  Here it is 10 ms.
+        * Every socket refuses a message over :data:`.bounds.MAX_KERNEL_MESSAGE` (``zmq.MAXMSGSIZE``).
         * jupyter_client ends the handshake by draining IOPub until it has been
           quiet for 0.2 s; nbclient matches IOPub messages to its requests by
           parent id, so draining what has already arrived is enough.
@@ -126,6 +127,9 @@ def _client_class():
         def _context_default(self):
             context = super()._context_default()
             context.setsockopt(zmq.RECONNECT_IVL, 10)  # default for the sockets this client creates
+            # A frame over the cap is refused by ZeroMQ before it is allocated or decoded (the peer is
+            # disconnected and reconnects): a kernel's 400 MB print never reaches the grader's memory.
+            context.setsockopt(zmq.MAXMSGSIZE, bounds.MAX_KERNEL_MESSAGE)
             return context
 
         async def _async_wait_for_ready(self, timeout=None):
