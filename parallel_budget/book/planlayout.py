@@ -53,6 +53,8 @@ def _stream_of(row: int) -> str:
 def _what(e, zero3: bool) -> tuple:
     """(kind, short label, hover text without duration) of one event."""
     kind, k, j = e.tag
+    if e.stream == "compute" and kind == "O":
+        return "O", "Opt", "优化器步"
     if e.stream == "compute":
         where = f"第 {k + 1} 层" if zero3 else f"阶段 {k}"
         return ("F" if kind == "F" else "B", f"{kind}{j}", f"{'前向' if kind == 'F' else '反向'} {where} 微批次 {j}")

@@ -54,7 +54,7 @@ const svg = (w, h, label, body) => `<svg class="pb-svg" width="${w}" height="${h
 const rect = (x, y, w, h, cls, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0.8).toFixed(1)}" height="${h}" class="${cls}">${tip ? `<title>${esc(tip)}</title>` : ''}</rect>`;
 const text = (x, y, s, cls = '', anchor = 'start') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}" text-anchor="${anchor}">${esc(s)}</text>`;
 const niceStep = (x) => { const e = 10 ** Math.floor(Math.log10(x)), m = x / e; return (m > 5 ? 10 : m > 2 ? 5 : m > 1 ? 2 : 1) * e; };
-const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
+const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', O: 'pb-wk', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
 
 function timelineSvg(L, width) {
   const left = L.lanes.some((l) => l.label.startsWith('rank')) ? 84 : 40, w = width - left - 8, sx = w / (L.step || 1);
