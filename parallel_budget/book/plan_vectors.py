@@ -235,6 +235,7 @@ def _cases():
         ({"zero_stage": "1", "overlap_param_gather": "yes"}, False),
         ({"grad_reduce_dtype": "fp32"}, True), ({"grad_reduce_dtype": "fp32", "zero_stage": "0"}, False),
         ({"grad_bytes": "3"}, False), ({"logits": "no"}, True), ({"optimizer_traffic": "0", "zero_stage": "0"}, False),
+        ({"optimizer_traffic": "0", "dp": "1", "zero_stage": "0"}, False),
         ({"hbm_bw": "3350", "zero_stage": "1"}, False), ({"global_batch": "1024", "devices": "16"}, True),
         ({"dp": "1", "tp": "2", "pp": "8", "zero_stage": "0", "global_batch": "8"}, False),
         ({"dp": "4", "tp": "1", "pp": "4", "zero_stage": "1"}, False),
