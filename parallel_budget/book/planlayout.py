@@ -140,6 +140,9 @@ def memory_layout(b) -> dict:
     """The memory bar: parts (key, label, bytes), their total and the device's memory."""
     m = b.memory
     parts = [{"key": k, "label": label, "bytes": getattr(m, k).magnitude} for k, label in MEMORY]
+    # the logits: on the first rank when it is the last stage, else what the last stage holds beyond the first
+    parts.append({"key": "logits", "label": "logits（最后一个阶段）",
+                  "bytes": max(0.0, m.total.magnitude - sum(p["bytes"] for p in parts))})
     return {"parts": parts, "total": m.total.magnitude, "capacity": b.settings["device_memory"], "fits": b.fits}
 
 

@@ -303,7 +303,11 @@ function scaling(s, split, over = 'devices') {
 
 // planlayout.memory_layout
 const MEMORY = [['param_state', '参数'], ['grad_state', '梯度'], ['optim_state', '优化器状态'], ['activations', '激活'], ['gather', '临时缓冲'], ['working', '重算工作区']];
-const memoryLayout = (o, s) => ({ parts: MEMORY.map(([key, label]) => ({ key, label, bytes: o.memory[key] })), total: o.memory.total, capacity: s.device_memory, fits: o.fits });
+function memoryLayout(o, s) {
+  const parts = MEMORY.map(([key, label]) => ({ key, label, bytes: o.memory[key] }));
+  parts.push({ key: 'logits', label: 'logits（最后一个阶段）', bytes: Math.max(0.0, o.memory.total - sum(parts.map((p) => p.bytes))) });
+  return { parts, total: o.memory.total, capacity: s.device_memory, fits: o.fits };
+}
 
 // ---------------------------------------------------------------- planreport: verdict and assumptions
 const B = (x) => fmt(x, 'B');

@@ -77,7 +77,7 @@ function timelineSvg(L, width) {
   body += text(width - 2, y + 16, unit === 1 ? 's' : 'ms', 'pb-small', 'end');
   return svg(width, h, `一步的时间线：步时 ${T(L.step)}，斜线是暴露的通信，灰色是等待`, body);
 }
-const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk' };
+const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk', logits: 'pb-ex' };
 function memorySvg(L, width) {
   const w = width - 8, sx = w / Math.max(L.total, L.capacity, 1e-30);
   let x = 4, body = '';
