@@ -77,7 +77,9 @@ def _merge_pass(blocks: list, gap: float, narrow: float) -> list:
     out = []
     for b in blocks:
         last = out[-1] if out else None
-        if last and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or b[1] - b[0] < narrow):
+        alone = "O" in (last[2], b[2]) if last else False  # the optimizer step stays its own block
+        if last and not alone and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or
+                                                              b[1] - b[0] < narrow):
             last[1] = max(last[1], b[1])
             last[5] += b[5]
             last[6] += b[6]

@@ -284,7 +284,7 @@ function mergePass(blocks, gap, narrow) {
   const out = [];
   for (const b of blocks) {
     const last = out[out.length - 1];
-    if (last && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
+    if (last && last[2] !== 'O' && b[2] !== 'O' && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
       last[1] = Math.max(last[1], b[1]); last[5] += b[5]; last[6] += b[6];
       if (last[3] !== b[3]) last[3] = '';
       if (last[2] !== b[2]) { last[2] = 'C'; last[4] = '前向与反向'; }
