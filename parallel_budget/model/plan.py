@@ -11,12 +11,14 @@ returns those that fit, fastest first.
   model's options) times the layers of one stage times the (stage,
   microbatch) pairs the first pipeline rank holds at its peak, read off the
   schedule (:mod:`.schedule`); ZeRO-3's gathered layers and the working set
-  of recomputation.
+  of recomputation; the last stage's logits of one microbatch (16-bit and
+  their fp32 up-cast; with a pipeline the device that needs more counts).
 * Time: the events of one step (:mod:`.planstep`): compute of each stage and
   microbatch at the given hardware FLOPs utilization (``hfu``: recomputation
   runs at that rate too), the TP, DP and pipeline collectives at α-β speed on
   their links, scheduled as DDP, ZeRO-1/2/3, Megatron TP and the pipeline
-  schedule do (:mod:`.timeline`).  Step time, exposed communication (per
+  schedule do (:mod:`.timeline`), each pipeline boundary on the link it
+  uses, and the optimizer step (HBM-bound, on each device's shard).  Step time, exposed communication (per
   collective) and the bubble are read off that timeline on the first pipeline
   rank; step = compute + exposed + bubble there.
 * Throughput: tokens/s = global batch · seq / step; efficiency = compute
@@ -316,6 +318,11 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     utilization while computing; recomputation counts).  Overlap:
     ``bucket`` (gradient bucket size, PyTorch DDP's 25 MiB), ``overlap_grad_reduce``,
     ``overlap_param_gather`` (Megatron-LM's flags of the same names).
+    Third edition: ``grad_reduce_dtype`` ("bf16" | "fp32": gradient bytes held
+    and reduced, 2 or 4, unless ``grad_bytes`` is given; Megatron-LM reduces in
+    fp32 unless ``--grad-reduce-in-bf16``), ``hbm_bw`` (memory bandwidth per
+    device, preset per card) and ``optimizer_traffic`` (bytes moved per updated
+    parameter, 28) for the optimizer step, ``logits`` (count the last stage's logits).
 
     >>> b = plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=1)
     >>> b.fits, b.microbatches
