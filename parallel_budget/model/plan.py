@@ -328,7 +328,7 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     >>> b.fits, b.microbatches
     (False, 2)
     >>> plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=1,
-    ...             recompute="selective").fits
+    ...             recompute="full").fits
     True
     """
     s = settings(**kw)
