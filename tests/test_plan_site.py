@@ -14,8 +14,9 @@ ASSETS = ROOT / "book" / "_static"
 # The JS + CSS one page loads: 60 000 (issue 14) for every page but the plan builder's, measured at 68.6 kB
 # with its practice box since issue 23 (step timeline, search, three drawings, presets, hints).
 # The builder's page with its practice box: 69 412 B on main before issue 26, 73 456 B after it (model.js,
-# calc.css, practice.js and practice.css it shares with the calculators: +4 044 B), so 76 000.
-PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 76_000
+# calc.css, practice.js and practice.css it shares with the calculators: +4 044 B), so 76 000; 77 385 B after
+# issue 32 (optimizer step, gradient precision, logits, per-boundary PP links: their model, inputs and hints), so 78 000.
+PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 78_000
 
 
 class FakeApp:
@@ -120,7 +121,9 @@ def test_built_chapter_shows_the_package_numbers(built_site):
     for value in (pb.fmt(best.memory.total), pb.fmt(best.step, "s"), str(r.candidates), str(len(r)),
                   pb.fmt(pb.activation_memory(4096, 1, 4096, 32).per_layer)):
         assert value in shown, (value, shown)
-    assert html.count('class="pb-table"') == 4 and "论文 / 本课" in html
+    assert html.count('class="pb-table"') == 5 and "论文 / 本课" in html  # with the two global batches (issue 32)
+    assert "全局 batch 1,024" in html and f"{pb.plan_budget(**kw, dp=16, zero_stage=0).optimizer.magnitude * 1e3:.3g} ms" \
+        in shown  # the DDP row's optimizer step
     assert html.count("<img") == 5  # the four ZeRO timelines (one figure), the pipeline, memory, two scaling curves
     assert 'data-calc="plan"' in html and "calc/ui.js" not in html
     assert all(html.index(a) < html.index(b) for a, b in zip(sphinxext.PLAN_JS, sphinxext.PLAN_JS[1:]))

@@ -64,13 +64,18 @@ FIELDS = [
     _f("hfu", "num", "0.4", 0, 1, lo_open=True),
     _f("latency", "num", "5", 0, 1e6),  # microseconds per ring round
     _f("bucket", "num", "25", 0, 1e6, lo_open=True),  # MiB per gradient bucket
-    _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "2", 0, 64, lo_open=True),
+    _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "", 0, 64, lo_open=True, optional=True),
     _f("optim_bytes", "num", "12", 0, 64),
     _f("compute", "num", "", 0, 1e7, lo_open=True, optional=True),  # seconds, one device, whole batch
     _f("overlap_grad_reduce", "select", "yes", options=YN), _f("overlap_param_gather", "select", "no", options=YN),
     _f("devices", "int", "16", 1, 4096),  # the search's device count
+    # third edition: gradient precision, optimizer step, logits (empty grad_bytes: from grad_reduce_dtype)
+    _f("grad_reduce_dtype", "select", "bf16", options=["bf16", "fp32"]),
+    _f("hbm_bw", "num", "1555", 0, 1e6, lo_open=True),  # GB/s of the card's memory
+    _f("optimizer_traffic", "num", "28", 0, 1e3),  # bytes moved per parameter updated
+    _f("logits", "select", "yes", options=YN),
 ]
-OPTIONAL = {"params", "compute"}
+OPTIONAL = {"params", "compute", "grad_bytes"}
 SPLIT = ("dp", "tp", "pp", "zero_stage", "micro_batch")
 _ARG = re.compile(r"参数 ([A-Za-z_]+)")
 
@@ -99,8 +104,9 @@ def _kwargs(v: dict) -> dict:
     kw.update({k: v[k] == "yes" for k in ("gated", "dropout", "flash_attention", "sequence_parallel",
                                           "overlap_grad_reduce", "overlap_param_gather")})
     kw.update(
-        schedule=v["schedule"], recompute=v["recompute"], param_bytes=v["param_bytes"], grad_bytes=v["grad_bytes"],
-        optim_bytes=v["optim_bytes"], latency=v["latency"] * 1e-6, bucket=v["bucket"] * 2 ** 20, hfu=v["hfu"],
+        schedule=v["schedule"], recompute=v["recompute"], param_bytes=v["param_bytes"],
+        grad_reduce_dtype=v["grad_reduce_dtype"], hbm_bw=v["hbm_bw"] * 1e9, optimizer_traffic=v["optimizer_traffic"],
+        logits=v["logits"] == "yes", optim_bytes=v["optim_bytes"], latency=v["latency"] * 1e-6, bucket=v["bucket"] * 2 ** 20, hfu=v["hfu"],
         device_memory=parse(f"{v['device_memory']!r} {v['memory_unit']}", "bytes").magnitude,
         intra_bw=parse(f"{v['intra_bw']!r} {v['intra_unit']}", "bandwidth").magnitude,
         inter_bw=parse(f"{v['inter_bw']!r} {v['inter_unit']}", "bandwidth").magnitude,
@@ -109,6 +115,8 @@ def _kwargs(v: dict) -> dict:
         kw["virtual_stages"] = int(v["virtual_stages"])
     if v["params"] is not None:
         kw["params"] = v["params"]
+    if v["grad_bytes"] is not None:
+        kw["grad_bytes"] = v["grad_bytes"]
     if v["compute"] is not None:
         kw["compute"] = v["compute"]
     else:
@@ -144,12 +152,14 @@ def budget_out(b, scaling) -> dict:
     return {
         "params": b.params, "microbatches": b.microbatches, "in_flight": m.in_flight, "fits": b.fits,
         "memory": {k: getattr(m, k).magnitude for k in ("param_state", "grad_state", "optim_state", "states",
-                                                         "activations", "gather", "working", "temporary", "total")},
+                                                         "activations", "gather", "working", "temporary", "total",
+                                                         "logits")},
         "comm": [[c.name, c.what, c.group, c.ranks, c.link, c.calls, c.bytes.magnitude, c.overlappable,
                   c.time.magnitude, c.exposed.magnitude] for c in b.comm],
         **{k: getattr(b, k).magnitude for k in ("compute", "ideal", "hidden_comm", "exposed_comm", "bubble", "step",
                                                 "tokens_per_s")},
         "efficiency": b.efficiency, "mfu": b.mfu, "hfu": b.hfu, "zero_stage": b.zero_stage,
+        "optimizer": b.optimizer.magnitude,
         "split": [b.dp, b.tp, b.pp, b.zero_stage, b.micro_batch],
         "codes": list(verdict_codes(b)), "scaling": planlayout.scaling_layout(scaling),
     }
@@ -223,6 +233,13 @@ def _cases():
         ({"zero_stage": "0", "overlap_grad_reduce": "no"}, False),
         ({"zero_stage": "3", "overlap_grad_reduce": "no"}, False),
         ({"zero_stage": "1", "overlap_param_gather": "yes"}, False),
+        ({"grad_reduce_dtype": "fp32"}, True), ({"grad_reduce_dtype": "fp32", "zero_stage": "0"}, False),
+        ({"grad_bytes": "3"}, False), ({"logits": "no"}, True), ({"optimizer_traffic": "0", "zero_stage": "0"}, False),
+        ({"optimizer_traffic": "0", "dp": "1", "zero_stage": "0"}, False),
+        ({"hbm_bw": "3350", "zero_stage": "1"}, False), ({"global_batch": "1024", "devices": "16"}, True),
+        ({"dp": "1", "tp": "2", "pp": "8", "zero_stage": "0", "global_batch": "8"}, False),
+        ({"dp": "4", "tp": "1", "pp": "4", "zero_stage": "1"}, False),
+        ({"grad_reduce_dtype": "fp16"}, False), ({"hbm_bw": "0"}, False), ({"optimizer_traffic": "-1"}, False),
         ({"compute": "160"}, False), ({"compute": "160", "peak_tflops": "x"}, False),
         ({"dp": "1", "zero_stage": "0"}, False), ({"params": "7.5B"}, False), ({"gated": "no", "ffn": "16384"}, False), ({"dropout": "yes"}, False),
         ({"flash_attention": "no", "recompute": "selective"}, False), ({"latency": "0"}, False),

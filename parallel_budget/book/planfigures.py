@@ -29,8 +29,8 @@ PLAN_CSS = {"pb-f": "forward", "pb-b": "backward", "pb-cm": "comm", "pb-ex": "ex
             "pb-ac": "activation", "pb-tm": "temporary", "pb-wk": "working"}
 MEMORY_COLOURS = {"param_state": PALETTE["param"], "grad_state": PALETTE["grad"], "optim_state": PALETTE["optim"],
                   "activations": PLAN_PALETTE["activation"], "gather": PLAN_PALETTE["temporary"],
-                  "working": PLAN_PALETTE["working"]}
-BLOCK = {"F": "forward", "B": "backward", "C": "forward", "dp": "comm", "tp": "exposed", "pp": "comm"}
+                  "working": PLAN_PALETTE["working"], "logits": PLAN_PALETTE["exposed"]}
+BLOCK = {"F": "forward", "B": "backward", "C": "forward", "O": "working", "dp": "comm", "tp": "exposed", "pp": "comm"}
 
 
 def _clean(ax):

@@ -53,6 +53,8 @@ def _stream_of(row: int) -> str:
 def _what(e, zero3: bool) -> tuple:
     """(kind, short label, hover text without duration) of one event."""
     kind, k, j = e.tag
+    if e.stream == "compute" and kind == "O":
+        return "O", "Opt", "优化器步"
     if e.stream == "compute":
         where = f"第 {k + 1} 层" if zero3 else f"阶段 {k}"
         return ("F" if kind == "F" else "B", f"{kind}{j}", f"{'前向' if kind == 'F' else '反向'} {where} 微批次 {j}")
@@ -75,7 +77,9 @@ def _merge_pass(blocks: list, gap: float, narrow: float) -> list:
     out = []
     for b in blocks:
         last = out[-1] if out else None
-        if last and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or b[1] - b[0] < narrow):
+        alone = "O" in (last[2], b[2]) if last else False  # the optimizer step stays its own block
+        if last and not alone and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or
+                                                              b[1] - b[0] < narrow):
             last[1] = max(last[1], b[1])
             last[5] += b[5]
             last[6] += b[6]
@@ -138,6 +142,9 @@ def memory_layout(b) -> dict:
     """The memory bar: parts (key, label, bytes), their total and the device's memory."""
     m = b.memory
     parts = [{"key": k, "label": label, "bytes": getattr(m, k).magnitude} for k, label in MEMORY]
+    # the logits: on the first rank when it is the last stage, else what the last stage holds beyond the first
+    parts.append({"key": "logits", "label": "logits（最后一个阶段）",
+                  "bytes": max(0.0, m.total.magnitude - sum(p["bytes"] for p in parts))})
     return {"parts": parts, "total": m.total.magnitude, "capacity": b.settings["device_memory"], "fits": b.fits}
 
 

@@ -33,11 +33,16 @@ def _choice(value, arg: str, options, func: str) -> str:
 
 DEFAULTS = dict(
     params=None, ffn=None, kv_heads=None, gated=False, dropout=True, flash_attention=False, tied_embeddings=False,
-    schedule="1f1b", virtual_stages=None, recompute="none", sequence_parallel=True, param_bytes=2, grad_bytes=2,
+    schedule="1f1b", virtual_stages=None, recompute="none", sequence_parallel=True, param_bytes=2, grad_bytes=None,
     optim_bytes=12, devices_per_node=8, device_memory="80 GiB", intra_bw="150 GB/s", inter_bw="25 GB/s",
     latency="5 us", bucket="25 MiB", compute=None, peak_flops=None, hfu=0.4, overlap_grad_reduce=True,
     overlap_param_gather=False,
+    # third edition: terms that pull the bound down (kept last so other additions merge)
+    grad_reduce_dtype="bf16", hbm_bw="2039 GB/s", optimizer_traffic=28, logits=True,
 )
+#: Bytes per gradient element held and reduced: Megatron-LM with --bf16 keeps fp32 main gradients and reduces them
+#: in fp32 unless --grad-reduce-in-bf16; PyTorch DDP under AMP reduces fp32 gradients too.
+GRAD_DTYPES = {"bf16": 2, "fp32": 4}
 REQUIRED = ("layers", "hidden", "heads", "seq", "vocab", "global_batch")
 
 
@@ -61,6 +66,19 @@ def _inputs(kw: dict, func: str) -> dict:
     return out
 
 
+def _third(a: dict, func: str) -> dict:
+    """Gradient precision, optimizer step (HBM traffic and bandwidth) and the logits switch."""
+    dtype = _choice(a["grad_reduce_dtype"], "grad_reduce_dtype", tuple(GRAD_DTYPES), func)
+    g = GRAD_DTYPES[dtype] if a["grad_bytes"] is None else as_positive(a["grad_bytes"], arg="grad_bytes", func=func)
+    hbm = as_bandwidth(a["hbm_bw"], arg="hbm_bw", func=func).magnitude
+    if hbm == 0:
+        raise ValueError(f'{func}() 的参数 hbm_bw 必须大于 0。例如 hbm_bw="1555 GB/s"（A100 40GB 的显存带宽）')
+    return {"grad_reduce_dtype": dtype, "grad_bytes": g, "hbm_bw": hbm,
+            "optimizer_traffic": as_positive(a["optimizer_traffic"], arg="optimizer_traffic", func=func,
+                                             allow_zero=True),
+            "logits": _bool(a["logits"], "logits", func)}
+
+
 def settings(func=FUNC, **kw) -> dict:
     """Validate everything but the split itself; SI floats (bytes, B/s, s, FLOP/s)."""
     a = _inputs(kw, func)
@@ -71,7 +89,6 @@ def settings(func=FUNC, **kw) -> dict:
          "schedule": _choice(a["schedule"], "schedule", SCHEDULES, func),
          "recompute": _recompute(a["recompute"], func),
          "param_bytes": as_positive(a["param_bytes"], arg="param_bytes", func=func),
-         "grad_bytes": as_positive(a["grad_bytes"], arg="grad_bytes", func=func),
          "optim_bytes": as_positive(a["optim_bytes"], arg="optim_bytes", func=func, allow_zero=True),
          "device_memory": as_bytes(a["device_memory"], arg="device_memory", func=func).magnitude,
          "intra_bw": as_bandwidth(a["intra_bw"], arg="intra_bw", func=func).magnitude,
@@ -79,6 +96,7 @@ def settings(func=FUNC, **kw) -> dict:
          "latency": as_time(a["latency"], arg="latency", func=func).magnitude,
          "bucket": as_bytes(a["bucket"], arg="bucket", func=func).magnitude,
          "hfu": as_fraction(a["hfu"], arg="hfu", func=func)}
+    s.update(_third(a, func))
     s["ffn"] = 4 * s["hidden"] if a["ffn"] is None else as_count(a["ffn"], arg="ffn", func=func)
     s["kv_heads"] = s["heads"] if a["kv_heads"] is None else as_count(a["kv_heads"], arg="kv_heads", func=func)
     v = a["virtual_stages"]

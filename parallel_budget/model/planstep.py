@@ -39,7 +39,12 @@ these p devices stand for all of them.
 * One DP lane per device: DP collectives run one at a time, in the order they
   are issued (their link is shared).  ``overlap_grad_reduce=False`` starts each
   gradient collective only after its backward and makes compute wait for it.
-* Not modelled: the optimizer's own time, data loading, kernels slowed down by
+* Optimizer: a fused Adam step on the compute lane once every gradient of the
+  device is reduced (HBM-bound, :func:`.planterms.optimizer_time`); ZeRO-1/2's
+  parameter all-gather waits for it.
+* PP messages: each boundary r → r+1 has its own duration (``boundary``): the
+  node's link when both devices share a node, the network otherwise.
+* Not modelled: data loading, kernels slowed down by
   communication running beside them, unequal stages.
 """
 
@@ -48,7 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .schedule import pipeline_order
-from .timeline import COMPUTE, DP, PP_ACT, PP_GRAD, Timeline
+from .timeline import COMPUTE, DP, NSTREAMS, PP_ACT, PP_GRAD, Timeline
 
 #: Rows of the plan's communication table, in this order (index = row of the events).
 ROWS = ("dp_allreduce", "dp_reduce_scatter", "dp_all_gather", "dp_all_gather_backward", "tp", "pp")
@@ -78,6 +83,8 @@ class StepSpec:
     layer_scatter: float  # ZeRO-3: reduce-scatter of one layer's gradients
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = False
+    optimizer: float = 0.0  # the optimizer step on this device's shard
+    boundary: tuple = ()  # one point-to-point message from rank r to rank r+1 (mod p); empty: d everywhere
 
 
 def _zero3(sp: StepSpec, tl: Timeline) -> None:
@@ -102,6 +109,15 @@ def _zero3(sp: StepSpec, tl: Timeline) -> None:
             done = put(0, DP, r, out, row=RS, tag=("RS", layer, j))
             if not sp.overlap_grad_reduce:
                 hold = done
+    _optimizer(sp, tl, 0)
+
+
+def _optimizer(sp: StepSpec, tl: Timeline, r: int) -> float:
+    """The optimizer step of device r, after its compute and its gradients' reduction; returns its end."""
+    if not sp.optimizer:
+        return 0.0
+    ready = tl.free[r * NSTREAMS + DP]
+    return tl.put(r, COMPUTE, sp.optimizer, ready, row=-1, tag=("O", -1, -1))
 
 
 def build(sp: StepSpec, keep=None) -> Timeline:
@@ -118,7 +134,8 @@ def build(sp: StepSpec, keep=None) -> Timeline:
     grad = [-1.0] * (stages * m)
     hold = [0.0] * p  # compute may not start before this (blocking collectives)
     zero12 = sp.dp and sp.stage in (1, 2)
-    k_b, f, b, tf, tb, d = sp.buckets, sp.f, sp.b, sp.tf, sp.tb, sp.d
+    k_b, f, b, tf, tb = sp.buckets, sp.f, sp.b, sp.tf, sp.tb
+    msg = sp.boundary or (sp.d,) * p  # message from rank r to rank r+1 (mod p)
     gathered = {}
     if zero12 and sp.overlap_param_gather:  # the previous step's update, gathered while this step starts
         for r in range(p):
@@ -148,7 +165,7 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                     else:
                         out = put(r, COMPUTE, f, ready, 0.0, TPR, ("F", k, j), tf)
                     if k + 1 < stages:
-                        act[(k + 1) * m + j] = put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, ("P", k + 1, j))
+                        act[(k + 1) * m + j] = put((k + 1) % p, PP_ACT, msg[r], out, 0.0, PPR, ("P", k + 1, j))
                 else:
                     ready = grad[k * m + j] if k + 1 < stages else 0.0
                     if ready < 0:
@@ -156,7 +173,7 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                     out = put(r, COMPUTE, b, max(ready, hold[r]), 0.0, TPR, ("B", k, j), tb)
                     began = tl.last_start
                     if k:
-                        grad[(k - 1) * m + j] = put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, ("P", k - 1, j))
+                        grad[(k - 1) * m + j] = put((k - 1) % p, PP_GRAD, msg[(k - 1) % p], out, 0.0, PPR, ("P", k - 1, j))
                     if reduce_here and (each_mb or j == m - 1):
                         a = sp.grad_bucket
                         if sp.overlap_grad_reduce:  # bucket q is ready after q/K of this backward
@@ -168,7 +185,8 @@ def build(sp: StepSpec, keep=None) -> Timeline:
             ptr[r] = i_op
         if left == moved:  # cannot happen for the schedules of .schedule
             raise RuntimeError("流水线调度出现了循环依赖")
-    if zero12 and not sp.overlap_param_gather:  # after the optimizer, which needs every reduce-scatter
-        for r in range(p):
-            put(r, DP, v * k_b * sp.param_bucket, 0.0, row=AG, tag=("AG", -1, -1))
+    for r in range(p):
+        done = _optimizer(sp, tl, r)
+        if zero12 and not sp.overlap_param_gather:  # after the optimizer, which needs every reduce-scatter
+            put(r, DP, v * k_b * sp.param_bucket, done, row=AG, tag=("AG", -1, -1))
     return tl

@@ -57,7 +57,7 @@ function inFlight(ops) { let peak = 0, held = 0; for (const o of ops) { held += 
 
 // timeline.Timeline, in flat arrays per device (no object per event): stream, start, end, work, row, tp, busy
 // start, and the tag as three numbers (kind in KIND, stage or layer, microbatch).
-const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P'];
+const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P', 'O'];
 const lane = () => ({ st: [], s: [], e: [], w: [], r: [], t: [], b: [], kind: [], k: [], j: [] });
 class Timeline {
   constructor(devices) { this.devices = devices; this.free = Array(devices * 5).fill(0.0); this.ev = range(devices).map(lane); this.lastStart = 0.0; }
@@ -78,7 +78,9 @@ class Timeline {
 }
 
 // planstep.build
-const [KF, KB, KAG, KAGB, KRS, KR, KP] = [0, 1, 2, 3, 4, 5, 6];
+const [KF, KB, KAG, KAGB, KRS, KR, KP, KO] = [0, 1, 2, 3, 4, 5, 6, 7];
+// planstep._optimizer: after the device's compute and its gradients' reduction.
+const optimizer = (sp, tl, r) => (sp.optimizer ? tl.put(r, COMPUTE, sp.optimizer, tl.free[r * 5 + DP], 0.0, -1, KO, -1, -1) : 0.0);
 function zero3(sp, tl) {
   const n = sp.layers, fl = sp.f / n, bl = sp.b / n, tfl = sp.tf / n, tbl = sp.tb / n, g = sp.layer_gather, r = sp.layer_scatter;
   let hold = 0.0;
@@ -97,13 +99,15 @@ function zero3(sp, tl) {
       if (!sp.overlap_grad_reduce) hold = done;
     }
   }
+  optimizer(sp, tl, 0);
 }
 function build(sp) {
   const { p, v, m } = sp, tl = new Timeline(p);
   if (sp.dp && sp.stage === 3) { zero3(sp, tl); return tl; }
   const order = pipelineOrder(sp.schedule, p, m, v), stages = p * v;
   const act = Array(stages * m).fill(-1.0), grad = Array(stages * m).fill(-1.0), hold = Array(p).fill(0.0);
-  const zero12 = sp.dp && (sp.stage === 1 || sp.stage === 2), kb = sp.buckets, { f, b, tf, tb, d } = sp;
+  const zero12 = sp.dp && (sp.stage === 1 || sp.stage === 2), kb = sp.buckets, { f, b, tf, tb } = sp;
+  const msg = sp.boundary && sp.boundary.length ? sp.boundary : Array(p).fill(sp.d);
   const gathered = new Map();
   if (zero12 && sp.overlap_param_gather) {
     for (let r = 0; r < p; r++) for (let c = 0; c < v; c++) {
@@ -130,12 +134,12 @@ function build(sp) {
             const [first, last] = gathered.get(r * v + Math.floor(k / p));
             out = tl.put(r, COMPUTE, f, Math.max(ready, first), last + f / kb, TPR, KF, k, j, tf);
           } else out = tl.put(r, COMPUTE, f, ready, 0.0, TPR, KF, k, j, tf);
-          if (k + 1 < stages) act[(k + 1) * m + j] = tl.put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, KP, k + 1, j);
+          if (k + 1 < stages) act[(k + 1) * m + j] = tl.put((k + 1) % p, PP_ACT, msg[r], out, 0.0, PPR, KP, k + 1, j);
         } else {
           const ready = k + 1 < stages ? grad[k * m + j] : 0.0;
           if (ready < 0) break;
           const out = tl.put(r, COMPUTE, b, Math.max(ready, hold[r]), 0.0, TPR, KB, k, j, tb), began = tl.lastStart;
-          if (k) grad[(k - 1) * m + j] = tl.put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, KP, k - 1, j);
+          if (k) grad[(k - 1) * m + j] = tl.put((k - 1) % p, PP_GRAD, msg[(k - 1) % p], out, 0.0, PPR, KP, k - 1, j);
           if (reduceHere && (eachMb || j === m - 1)) {
             const a = sp.grad_bucket;
             if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
@@ -149,7 +153,10 @@ function build(sp) {
     }
     if (left === moved) throw new Error('流水线调度出现了循环依赖');
   }
-  if (zero12 && !sp.overlap_param_gather) for (let r = 0; r < p; r++) tl.put(r, DP, v * kb * sp.param_bucket, 0.0, 0.0, AG, KAG, -1, -1);
+  for (let r = 0; r < p; r++) {
+    const done = optimizer(sp, tl, r);
+    if (zero12 && !sp.overlap_param_gather) tl.put(r, DP, v * kb * sp.param_bucket, done, 0.0, AG, KAG, -1, -1);
+  }
   return tl;
 }
 
@@ -264,6 +271,7 @@ const shownDevices = (p) => (p <= 4 ? range(p) : [0, 1, p - 2, p - 1]);
 const streamOf = (row) => (ROWS[row] === 'tp' || ROWS[row] === 'pp' ? ROWS[row] : 'dp');
 function what(e, zero3) {
   const [kind, k, j] = e.tag;
+  if (e.stream === 'compute' && kind === 'O') return ['O', 'Opt', '优化器步'];
   if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${kind === 'F' ? '前向' : '反向'} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
   const name = ROW_ZH[ROWS[e.row]];
   if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
@@ -276,7 +284,7 @@ function mergePass(blocks, gap, narrow) {
   const out = [];
   for (const b of blocks) {
     const last = out[out.length - 1];
-    if (last && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
+    if (last && last[2] !== 'O' && b[2] !== 'O' && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
       last[1] = Math.max(last[1], b[1]); last[5] += b[5]; last[6] += b[6];
       if (last[3] !== b[3]) last[3] = '';
       if (last[2] !== b[2]) { last[2] = 'C'; last[4] = '前向与反向'; }

@@ -20,6 +20,7 @@ const LABELS = {
   dropout: 'dropout', flash_attention: 'FlashAttention', params: '参数量（留空按形状推出）', hfu: 'HFU（0 到 1）', latency: '每步延迟 α（µs）',
   bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
+  grad_reduce_dtype: '梯度归约精度', hbm_bw: '显存带宽（GB/s）', optimizer_traffic: '优化器步读写（字节/参数）', logits: '计入最后一个阶段的 logits',
 };
 const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
@@ -34,18 +35,21 @@ const HINTS = {
   ffn: 'MLP 的中间宽度。', gated: 'SwiGLU 有三个矩阵，激活也多存两路。', dropout: '有 dropout 要多存掩码。',
   flash_attention: '不存 s×s 注意力矩阵的实现（FlashAttention 一类）。', params: '直接给参数量，如 7B。',
   hfu: '计算时的硬件 FLOPs 利用率，重算也按它算。', latency: '集合通信每一步（ring 的一轮）的延迟；NCCL 的代价模型约 3 到 10 µs。', bucket: 'PyTorch DDP 默认 25 MiB。',
-  param_bytes: 'BF16 参数是 2。', grad_bytes: 'BF16 梯度是 2。', optim_bytes: '混合精度 Adam 是 12。',
+  param_bytes: 'BF16 参数是 2。', grad_bytes: '留空按归约精度（bf16 是 2，fp32 是 4）。', optim_bytes: '混合精度 Adam 是 12。',
   compute: '一张卡算完整个全局 batch 的实测秒数（不重算）；填了就不用峰值和 HFU。', overlap_grad_reduce: '关掉时，反向结束才归约，计算等它。',
   overlap_param_gather: 'Megatron-LM 的 --overlap-param-gather，只对 ZeRO-1/2 起作用。', devices: '搜索时一共用几张卡。',
+  grad_reduce_dtype: 'Megatron-LM 在 --bf16 下默认按 fp32 归约（--grad-reduce-in-bf16 才是 bf16），PyTorch DDP 在 AMP 下也是 fp32；fp32 的梯度多占显存、多发一倍。',
+  hbm_bw: '每卡显存带宽（A100 40GB 1555，H100 SXM 3350）；优化器步按它算。', optimizer_traffic: '融合 Adam 每更新一个参数读写的字节数，约 28。',
+  logits: '最后一个阶段为交叉熵存一个微批次的 logits（16 位加 fp32 副本）。',
 };
 // Groups of inputs: [title, shown, folded inside the group]; the last group is folded as a whole.
 const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'vocab']], ['batch', ['global_batch', 'micro_batch'], []],
-  ['集群', ['cluster', 'device_memory', 'inter_bw'], ['devices_per_node', 'intra_bw', 'peak_tflops']],
+  ['集群', ['cluster', 'device_memory', 'inter_bw'], ['devices_per_node', 'intra_bw', 'peak_tflops', 'hbm_bw']],
   ['方案', ['dp', 'tp', 'pp', 'zero_stage', 'recompute'], ['schedule', 'virtual_stages', 'sequence_parallel']],
   ['高级', ['kv_heads', 'ffn', 'gated', 'dropout', 'flash_attention', 'params', 'hfu', 'latency', 'bucket', 'param_bytes', 'grad_bytes',
-    'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather'], []]];
-const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值', 方案: '流水线调度与序列并行' };
-const OPTION = { yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+    'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather', 'grad_reduce_dtype', 'optimizer_traffic', 'logits'], []]];
+const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值、显存带宽', 方案: '流水线调度与序列并行' };
+const OPTION = { bf16: 'bf16', fp32: 'fp32', yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
 const LINK = { intra: '节点内', inter: '跨节点' };
 const byName = Object.fromEntries(FIELDS.map((x) => [x.name, x]));
 
@@ -54,7 +58,7 @@ const svg = (w, h, label, body) => `<svg class="pb-svg" width="${w}" height="${h
 const rect = (x, y, w, h, cls, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0.8).toFixed(1)}" height="${h}" class="${cls}">${tip ? `<title>${esc(tip)}</title>` : ''}</rect>`;
 const text = (x, y, s, cls = '', anchor = 'start') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}" text-anchor="${anchor}">${esc(s)}</text>`;
 const niceStep = (x) => { const e = 10 ** Math.floor(Math.log10(x)), m = x / e; return (m > 5 ? 10 : m > 2 ? 5 : m > 1 ? 2 : 1) * e; };
-const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
+const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', O: 'pb-wk', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
 
 function timelineSvg(L, width) {
   const left = L.lanes.some((l) => l.label.startsWith('rank')) ? 84 : 40, w = width - left - 8, sx = w / (L.step || 1);
@@ -77,7 +81,7 @@ function timelineSvg(L, width) {
   body += text(width - 2, y + 16, unit === 1 ? 's' : 'ms', 'pb-small', 'end');
   return svg(width, h, `一步的时间线：步时 ${T(L.step)}，斜线是暴露的通信，灰色是等待`, body);
 }
-const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk' };
+const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk', logits: 'pb-ex' };
 function memorySvg(L, width) {
   const w = width - 8, sx = w / Math.max(L.total, L.capacity, 1e-30);
   let x = 4, body = '';
@@ -143,13 +147,14 @@ function resultsHtml(r, width, axis) {
   const o = r.out, m = o.memory, L = P.layouts(r), scaling = axis === 'devices' ? L.scaling : P.scaling(r.s, r.split, 'inter_bw');
   const dl = [['每卡显存', 'total', `${B(m.total)}（${o.fits ? '放得下' : '放不下'}）`], ['步时', 'step', T(o.step)],
     ['计算 / 暴露的通信 / 气泡', '', `${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}`],
+    ['其中优化器步', 'optimizer', T(o.optimizer)],
     ['吞吐', 'tokens', `${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s`],
     ['效率 / MFU / HFU', 'efficiency', `${pct(o.efficiency)}${o.mfu !== null ? ` / ${pct(o.mfu)} / ${pct(o.hfu)}` : ''}`]];
   const legend = (items) => `<p class="pb-legend">${items.map(([c, n]) => `<span><i class="${c}"></i>${n}</span>`).join('')}</p>`;
   return `<dl class="pb-out">${dl.map(([t, k, v]) => `<dt>${t}</dt><dd${k ? ` data-out="${k}"` : ''}>${v}</dd>`).join('')}</dl>`
     + `<ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(P.sentence(c, o, r.s))}</li>`).join('')}</ul>`
     + `<h4 class="pb-h">一步的时间线（悬停或长按看时长）</h4>${timelineSvg(L.timeline, width)}`
-    + legend([['pb-f', '前向'], ['pb-b', '反向'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
+    + legend([['pb-f', '前向'], ['pb-b', '反向'], ['pb-wk', '优化器步'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
     + `<h4 class="pb-h">每卡显存</h4>${memorySvg(L.memory, width)}`
     + legend(L.memory.parts.map((p) => [MEMCLS[p.key], `${p.label} ${B(p.bytes)}`]))
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
