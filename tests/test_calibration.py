@@ -137,3 +137,14 @@ def test_hfu_from_step_refuses_impossible_steps():
         pb.hfu_from_step("10 s", tokens_per_s=1000, **kw)
     with pytest.raises(ValueError, match="step"):
         pb.hfu_from_step(**kw)
+
+
+def test_nccl_vectors_are_fresh():
+    """Is tests/vectors/nccltests.json (held to nccltests.js by tests/js/nccltests.test.mjs) what the generator writes?"""
+    from conftest import ROOT
+    from parallel_budget.book import nccl_vectors as nv
+
+    path = ROOT / "tests" / "vectors" / "nccltests.json"
+    assert path.read_text(encoding="utf-8") == nv.dumps(nv.build()), (
+        "tests/vectors/nccltests.json is stale: run `python -m parallel_budget.book.nccl_vectors`")
+    assert nv.SAMPLE == REAL  # the sample the JS is held to is the one tested here

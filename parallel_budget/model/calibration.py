@@ -118,7 +118,7 @@ def _collective(n: int, line: str, size: int, count: int, dtype: str, redop: str
 
 def _parse(text: str) -> tuple:
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{FUNC}() 需要一段文字（nccl-tests 的输出），收到 {type(text).__name__}。{_ACCEPTS}")
+        raise ValueError(f"{FUNC}() 需要一段文字（nccl-tests 的输出），收到的是空白或不是文字。{_ACCEPTS}")
     ranks, header, rows = [], False, []
     nthread = None
     for n, line in enumerate(text.splitlines(), 1):

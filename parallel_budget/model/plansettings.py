@@ -131,9 +131,13 @@ def _calibration(a: dict, s: dict, func: str) -> dict:
         raise ValueError(f"{func}() 的参数 measured 里有 {unknown}：只能标 {'、'.join(MEASURABLE)}。")
     names = set(measured)
     for group in ("dp", "tp"):
-        fit = as_fit(a[f"{group}_nccl"], f"{group}_nccl", func)
+        try:
+            fit = as_fit(a[f"{group}_nccl"], f"{group}_nccl", func)
+        except ValueError as e:
+            raise ValueError(f"{func}() 的参数 {group}_nccl 不能用：{e}") from None
         out[f"{group}_fit"] = None if fit is None else (
-            fit.collective, fit.ranks, fit.step_latency.to("s").magnitude, fit.bus_bandwidth.to("B/s").magnitude)
+            fit.collective, fit.ranks, fit.step_latency.to("s").magnitude, fit.bus_bandwidth.to("B/s").magnitude,
+            fit.alpha.to("s").magnitude)
         if fit is not None:
             names.add(f"{group}_nccl")
     out["measured"] = tuple(m for m in MEASURABLE if m in names)
