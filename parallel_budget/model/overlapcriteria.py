@@ -34,11 +34,12 @@ without that flag.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pint
 
-from .planterms import layer_params, rounds, share
+from .planterms import group_bandwidth, layer_params, rounds, share, train_flops
 from .units import Q_, as_bandwidth, as_bytes, as_count, as_fraction, as_positive, as_time
 
 FUNC = "overlap_threshold"
@@ -139,3 +140,24 @@ def tp_overlap(hidden, tp, peak_flops, bandwidth, *, hfu=0.4, ffn=None, gated=Fa
     one = rounds("all-reduce", t) * as_time(latency, arg="latency", func=f).magnitude + \
         share("all-reduce", t) * n * h * 2 / bw
     return TpOverlap(mm / (2 * one), Q_(mm, "s"), Q_(2 * one, "s"))
+
+
+def plan_threshold(b) -> OverlapThreshold:
+    """:func:`overlap_threshold` for a plan (:class:`.plan.PlanBudget`): its DP group, link or fit, buckets, compute.
+
+    The message is the plan's gradient bucket (DDP, ZeRO-1/2) or one layer's gradients (ZeRO-3); with a measured
+    ``compute`` the rate is the model's FLOPs over it (hfu 1).
+    """
+    s = b.settings
+    fit = s["dp_fit"]
+    bw = fit[3] if fit else group_bandwidth(b.tp, b.dp, s["devices_per_node"], s["intra_bw"], s["inter_bw"])
+    lat = fit[2] if fit else s["latency"]
+    grads = s["params"] / (b.tp * b.pp) * s["grad_bytes"] / b.virtual_stages
+    msg = grads / math.ceil(grads / s["bucket"]) if b.zero_stage < 3 else grads * b.virtual_stages / s["layers"]
+    peak, hfu = s["peak_flops"], s["hfu"]
+    if peak is None:
+        model, _, _ = train_flops(s["params"], s["global_batch"] * s["seq"], s["layers"], s["seq"], s["hidden"], "none")
+        peak, hfu = model / s["compute_single"], 1.0
+    return overlap_threshold(peak, bw, hfu=hfu, ranks=max(b.dp, 2), zero_stage=b.zero_stage,
+                             grad_bytes=s["grad_bytes"], param_bytes=s["param_bytes"], recompute=s["recompute"],
+                             latency=lat, message=msg)
