@@ -5,6 +5,7 @@ import math
 import pytest
 
 import parallel_budget as pb
+from parallel_budget.book.overlapfigure import overlap_layout, self_consistent_threshold
 
 KW = dict(model="llama2-7b", cluster="a100-40gb", global_batch=16, dp=16, micro_batch=1)
 
@@ -38,6 +39,9 @@ def test_timeline_switches_where_the_formula_says(stage):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _dp_exposed(stage, mid) <= floor * 1.5 else (mid, hi)
     assert abs(hi - th) <= 0.1 * th, (hi, th)
+    # counting the backward's attention FLOPs at the swept length (plan_threshold, a fixed point) lands closer still
+    exact = self_consistent_threshold(pb.plan_budget(**KW, zero_stage=stage, seq=512))
+    assert abs(hi - exact) <= 0.03 * exact, (hi, exact)
 
 
 def test_threshold_of_the_chapter_cluster():
@@ -81,3 +85,16 @@ def test_tp_ratio_is_matmul_over_collective():
     assert r.exposed_in_model
     assert pb.tp_overlap(4096, 8, 312e12, "300 GB/s", ffn=11008, gated=True, tokens=512).ratio == pytest.approx(r.ratio)
     assert pb.tp_overlap(4096, 2, 312e12, "300 GB/s").ratio > pb.tp_overlap(4096, 8, 312e12, "300 GB/s").ratio
+
+
+def test_overlap_layout_marks_the_switch_of_its_own_sweep():
+    """Does the figure's sweep stay near its floor above the marked threshold and grow below it (25 Gb/s mistake too)?"""
+    for bw in ("25 GB/s", "25 Gb/s"):
+        b = pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=3, inter_bw=bw)
+        L = overlap_layout(b)
+        floor = L["exposed"][-1]
+        above = [x for t, x in zip(L["tokens"], L["exposed"]) if t > 1.1 * L["threshold"]]
+        below = [x for t, x in zip(L["tokens"], L["exposed"]) if t < 0.9 * L["threshold"]]
+        assert above and below and max(above) <= 1.01 * floor and min(below) > 1.5 * floor
+        assert below == sorted(below, reverse=True)
+    assert overlap_layout(pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, tp=16))["tokens"] == []

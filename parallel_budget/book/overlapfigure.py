@@ -26,12 +26,20 @@ def _gradient_exposed(rows, stage: int, gather_overlapped: bool) -> float:
                                                               and not gather_overlapped))
 
 
+def self_consistent_threshold(b) -> float:
+    """The threshold in tokens when the sequence is what varies: attention FLOPs grow with it (a fixed point)."""
+    th = plan_threshold(b).tokens
+    for _ in range(20):
+        th = plan_threshold(b, seq=th / b.micro_batch).tokens
+    return th
+
+
 def overlap_layout(b, points: int = POINTS) -> dict:
     """{threshold, tokens: [...], exposed: [...] (s), stage, dp} of plan ``b``; empty lists when dp = 1."""
     s = dict(b.settings)
     if b.dp == 1:
         return {"threshold": None, "tokens": [], "exposed": [], "stage": b.zero_stage, "dp": 1}
-    th = plan_threshold(b).tokens
+    th = self_consistent_threshold(b)
     tokens, exposed = [], []
     for i in range(points):
         seq = max(1, math.floor(th * 2 ** (-2 + 4 * i / (points - 1)) / b.micro_batch + 0.5))

@@ -64,12 +64,13 @@ class OverlapThreshold:
 
 
 def overlap_threshold(peak_flops, bandwidth, *, hfu=0.4, ranks=16, zero_stage=0, grad_bytes=2, param_bytes=2,
-                      recompute="none", latency="0 s", message=None) -> OverlapThreshold:
+                      recompute="none", latency="0 s", message=None, attention=0.0) -> OverlapThreshold:
     """Tokens per microbatch per device above which DP communication hides behind the backward (see module doc).
 
     ``bandwidth``: the DP group's bus bandwidth per device (e.g. "200 GB/s": 8 devices per node, one 25 GB/s port
     each); ``latency``: α per ring round, with ``message`` the bytes of one call (the gradient bucket, or ZeRO-3's
-    one layer of parameters).
+    one layer of parameters); ``attention``: the backward's attention FLOPs per parameter and token, added to the
+    4 (or 6) of its matrix multiplications (:func:`plan_threshold` passes 8·L·s·h/N, 12·L·s·h/N with recomputation).
 
     >>> round(overlap_threshold(312e12, "200 GB/s", ranks=16).tokens)
     585
@@ -106,7 +107,7 @@ def overlap_threshold(peak_flops, bandwidth, *, hfu=0.4, ranks=16, zero_stage=0,
         busy = sum(rounds(c, r) * alpha * b / m + share(c, r) * b / bw for c, b in calls)
         eff = sent / busy
     ratio = peak * rate / eff
-    fpp = BACKWARD_FLOPS[recompute]
+    fpp = BACKWARD_FLOPS[recompute] + as_positive(attention, arg="attention", func=f, allow_zero=True)
     return OverlapThreshold(ratio * sent / fpp, ratio, sent, fpp, coll, Q_(bw, "B/s"), Q_(eff, "B/s"))
 
 
@@ -142,13 +143,16 @@ def tp_overlap(hidden, tp, peak_flops, bandwidth, *, hfu=0.4, ffn=None, gated=Fa
     return TpOverlap(mm / (2 * one), Q_(mm, "s"), Q_(2 * one, "s"))
 
 
-def plan_threshold(b) -> OverlapThreshold:
+def plan_threshold(b, seq=None) -> OverlapThreshold:
     """:func:`overlap_threshold` for a plan (:class:`.plan.PlanBudget`): its DP group, link or fit, buckets, compute.
 
     The message is the plan's gradient bucket (DDP, ZeRO-1/2) or one layer's gradients (ZeRO-3); with a measured
-    ``compute`` the rate is the model's FLOPs over it (hfu 1).
+    ``compute`` the rate is the model's FLOPs over it (hfu 1).  The backward's attention FLOPs are counted at the
+    plan's sequence length (or ``seq``): 8·L·s·h per token, 12·L·s·h when recomputation repeats the attention.
     """
     s = b.settings
+    seq = s["seq"] if seq is None else seq
+    attention = (8.0 if s["recompute"] == "none" else 12.0) * s["layers"] * seq * s["hidden"] / s["params"]
     fit = s["dp_fit"]
     bw = fit[3] if fit else group_bandwidth(b.tp, b.dp, s["devices_per_node"], s["intra_bw"], s["inter_bw"])
     lat = fit[2] if fit else s["latency"]
@@ -160,4 +164,4 @@ def plan_threshold(b) -> OverlapThreshold:
         peak, hfu = model / s["compute_single"], 1.0
     return overlap_threshold(peak, bw, hfu=hfu, ranks=max(b.dp, 2), zero_stage=b.zero_stage,
                              grad_bytes=s["grad_bytes"], param_bytes=s["param_bytes"], recompute=s["recompute"],
-                             latency=lat, message=msg)
+                             latency=lat, message=msg, attention=attention)
