@@ -27,3 +27,15 @@ for (const [i, c] of data.cases.entries()) {
     assertClose(N.fit(c.text), c.fit, 'fit', 1e-15);
   });
 }
+
+// The verdict's sentence on what was measured, for plans with and without fits (planreport._measured).
+globalThis.PBModel = calc('model.js');
+const P = calc('plan.js');
+for (const [i, c] of data.plans.entries()) {
+  test(`measured sentence ${i} ${Object.keys(c.input).join(',')}`, () => {
+    const r = P.evaluate(c.input);
+    assert.equal(r.errors, undefined, JSON.stringify(r.errors));
+    assert.ok(r.out.codes.includes('measured'));
+    assert.equal(P.sentence('measured', r.out, r.s), c.measured);
+  });
+}

@@ -2,9 +2,11 @@
 // read and fitted to α (latency per call) and bus bandwidth. The JavaScript twin of
 // parallel_budget/model/calibration.py, held to it by tests/vectors/nccltests.json: same rows accepted,
 // same lines refused (the message names the line), same least squares (residuals relative to time).
-// No DOM here; node loads it with require(). Classic script, so it also runs from file://.
+// Also the plan builder's use of a fit (plan.js): the inputs per group and the verdict's sentence on what was
+// measured (planreport._measured). No DOM here; node loads it with require(). Classic script, so it also runs from file://.
 (function (root) {
 'use strict';
+const { fmt, trim } = root.PBModel || require('./model.js');
 const FUNC = 'fit_nccl_tests';
 const TYPE_BYTES = { int8: 1, uint8: 1, int32: 4, uint32: 4, int64: 8, uint64: 8, half: 2, float: 4, double: 8, bfloat16: 2, f8e4m3: 1, f8e5m2: 1 };
 const RANK = /^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+/;
@@ -99,7 +101,40 @@ function fit(text) {
   return { collective: coll, ranks, alpha, bus_bandwidth: 1.0 / slope, points: pts.length, max_error: maxError, step_latency: alpha / rounds(coll, ranks) };
 }
 
-const api = { fit, parse, share, rounds, TYPE_BYTES };
+// The builder's calibration: nccl-tests text per group (raw.dp_nccl, raw.tp_nccl), as plan_budget(dp_nccl=…).
+const CALIBRATION = ['dp_nccl', 'tp_nccl'];
+function fits(raw, errors) {
+  const out = { dp_fit: null, tp_fit: null, measured: [] };
+  for (const name of CALIBRATION) {
+    const text = typeof raw[name] === 'string' ? raw[name] : '';
+    if (!text.trim()) continue;
+    try {
+      const f = fit(text);
+      out[`${name.slice(0, 2)}_fit`] = [f.collective, f.ranks, f.step_latency, f.bus_bandwidth, f.alpha];
+      out.measured.push(name);
+    } catch (e) { errors[name] = e.message; }
+  }
+  return out;
+}
+// planreport._measured: which numbers were measured (nccl-tests fits) and which are datasheet values.
+const MEASURED = { hfu: 'HFU', compute: '单卡计算时间', intra_bw: '节点内带宽', inter_bw: '跨节点带宽', latency: '每轮延迟 α', peak_flops: '峰值 FLOP/s', device_memory: '显存' };
+function measured(o, s) {
+  const got = [], sheet = [];
+  for (const g of ['dp', 'tp']) {
+    const f = s[`${g}_fit`];
+    if (f) got.push(`${g.toUpperCase()} 组的 α 与带宽（nccl-tests，${f[1]} 卡 ${f[0]}：每次调用 ${trim(f[4] * 1e6, 3)} µs，总线带宽 ${fmt(f[3], 'B/s', 'GB/s', 3)}）`);
+  }
+  const fitted = s.dp_fit && (s.tp_fit || o.split[1] === 1) && o.split[2] === 1;
+  for (const [key, zh] of Object.entries(MEASURED)) {
+    if (s.measured.includes(key)) got.push(zh);
+    else if (['intra_bw', 'inter_bw', 'latency'].includes(key) && fitted) continue;
+    else if (key === 'compute' || (['peak_flops', 'hfu'].includes(key) && s.compute_single !== null)) continue;
+    else sheet.push(zh);
+  }
+  if (!got.length) return `全部按数据手册与默认值，没有实测：${sheet.join('、')}。用 nccl-tests 的输出（dp_nccl、tp_nccl）和一次实测步时（hfu_from_step）校准。`;
+  return `实测：${got.join('；')}${sheet.length ? `。按数据手册：${sheet.join('、')}。` : '。'}`;
+}
+const api = { fit, parse, share, rounds, TYPE_BYTES, CALIBRATION, fits, measured };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBNccl = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);
