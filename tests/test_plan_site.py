@@ -36,11 +36,11 @@ def loaded(body: str) -> list:
 
 
 def test_plan_js_only_on_pages_that_mount_the_builder():
-    """Does a page with data-calc="plan" get plantimeline.js, plan.js and planview.js, in that order, after
-    model.js and before main.js, other pages none of them?"""
-    plan = ["calc/plantimeline.js", "calc/plan.js", "calc/planview.js"]
+    """Does a page with data-calc="plan" get plantimeline.js, nccltests.js, plan.js and planview.js, in that order,
+    after model.js and before main.js, other pages none of them?"""
+    plan = ["calc/plantimeline.js", "calc/nccltests.js", "calc/plan.js", "calc/planview.js"]
     alone = loaded('<div class="pb-calc" data-calc="plan"></div>')
-    assert alone[:5] == ["calc/model.js", *plan, "calc/main.js"]
+    assert alone[:6] == ["calc/model.js", *plan, "calc/main.js"]
     assert "calc/plan.css" in alone and "calc/calc.css" in alone
     mixed = loaded('<div class="pb-calc" data-calc="ring"></div><div class="pb-calc" data-calc="plan"></div>')
     order = [mixed.index(js) for js in ("calc/model.js", *plan, "calc/main.js")]
@@ -78,7 +78,7 @@ def test_the_plan_scripts_run_as_classic_scripts_in_the_page_order():
     proc = run(names)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
-    assert r["globals"] == ["PBModel", "PBPlan", "PBPlanTimeline", "PBPlanView"] and r["blocks"] > 0
+    assert r["globals"] == ["PBModel", "PBNccl", "PBPlan", "PBPlanTimeline", "PBPlanView"] and r["blocks"] > 0
     required = subprocess.run([node, "-e", f"globalThis.PBModel = require({json.dumps(str(ASSETS / 'calc' / 'model.js'))});"
                                f"console.log(require({json.dumps(str(ASSETS / 'calc' / 'plan.js'))}).evaluate({{}}).out.step)"],
                               capture_output=True, text=True, timeout=60, check=True)

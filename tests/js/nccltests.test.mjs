@@ -39,3 +39,11 @@ for (const [i, c] of data.plans.entries()) {
     assert.equal(P.sentence('measured', r.out, r.s), c.measured);
   });
 }
+
+// The overlap figure's sweep: the closed-form threshold and the exposed DP communication read off each timeline.
+for (const [i, c] of data.overlaps.entries()) {
+  test(`overlap layout ${i} ${JSON.stringify(c.input).slice(0, 80)}`, () => {
+    const r = P.evaluate(c.input);
+    assertClose(N.overlapLayout(P.core, r.s, r.split), c.layout, 'layout', 1e-15);
+  });
+}

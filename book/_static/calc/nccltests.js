@@ -134,7 +134,49 @@ function measured(o, s) {
   if (!got.length) return `全部按数据手册与默认值，没有实测：${sheet.join('、')}。用 nccl-tests 的输出（dp_nccl、tp_nccl）和一次实测步时（hfu_from_step）校准。`;
   return `实测：${got.join('；')}${sheet.length ? `。按数据手册：${sheet.join('、')}。` : '。'}`;
 }
-const api = { fit, parse, share, rounds, TYPE_BYTES, CALIBRATION, fits, measured };
+// overlapcriteria.overlap_threshold / plan_threshold and overlapfigure.overlap_layout: the closed-form test and the
+// sweep of the builder's figure (exposed DP gradient communication against tokens per microbatch). core: plan.js's.
+const BACKWARD = { none: 4.0, selective: 4.0, full: 6.0 };
+function overlapThreshold(peak, bw, hfu, r, stage, g, p, rc, alpha, m, attention) {
+  let sent, calls;
+  if (stage === 0) { sent = share('all-reduce', r) * g; calls = [['all-reduce', g]]; }
+  else if (stage < 3) { sent = share('reduce-scatter', r) * g; calls = [['reduce-scatter', g]]; }
+  else { sent = share('all-gather', r) * (p + g); calls = [['all-gather', p], ['reduce-scatter', g]]; }
+  let eff = bw;
+  if (alpha > 0) eff = sent / calls.reduce((a, [c, b]) => a + rounds(c, r) * alpha * b / m + share(c, r) * b / bw, 0);
+  return peak * hfu / eff * sent / (BACKWARD[rc] + attention);
+}
+function planThreshold(s, [dp, tp, pp, stage], seq = s.seq) {
+  const per = s.devices_per_node, span = tp * dp, v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1;
+  const inter = dp === 1 || (span <= per && per % span === 0) ? s.intra_bw : Math.min(s.intra_bw, Math.max(1, Math.min(dp, Math.floor(per / tp))) * s.inter_bw);
+  const f = s.dp_fit, bw = f ? f[3] : inter, lat = f ? f[2] : s.latency;
+  const grads = s.params / (tp * pp) * s.grad_bytes / v;
+  const msg = stage < 3 ? grads / Math.ceil(grads / s.bucket) : grads * v / s.layers;
+  let peak = s.peak_flops, hfu = s.hfu;
+  if (peak === null) {
+    const tokens = s.global_batch * s.seq, model = 3 * (2.0 * s.params * tokens + 4.0 * s.layers * s.seq * s.hidden * tokens);
+    peak = model / s.compute_single; hfu = 1.0;
+  }
+  const attention = (s.recompute === 'none' ? 8.0 : 12.0) * s.layers * seq * s.hidden / s.params;
+  return overlapThreshold(peak, bw, hfu, Math.max(dp, 2), stage, s.grad_bytes, s.param_bytes, s.recompute, lat, msg, attention);
+}
+function overlapLayout(core, s, split, points = 25) {
+  const [dp, , , stage, mb] = split;
+  if (dp === 1) return { threshold: null, tokens: [], exposed: [], stage, dp: 1 };
+  let th = planThreshold(s, split);
+  for (let i = 0; i < 20; i++) th = planThreshold(s, split, th / mb);
+  const tokens = [], exposed = [];
+  for (let i = 0; i < points; i++) {
+    const seq = Math.max(1, Math.floor(th * 2 ** (-2 + 4 * i / (points - 1)) / mb + 0.5));
+    if (tokens.length && seq * mb === tokens[tokens.length - 1]) continue;
+    const o = core(Object.assign({}, s, { seq }), ...split);
+    tokens.push(seq * mb);
+    exposed.push(o.comm.filter((c) => c[2] === 'dp' && !((stage === 1 || stage === 2) && c[0] === 'DP all-gather' && !s.overlap_param_gather)).reduce((a, c) => a + c[9], 0));
+  }
+  return { threshold: th, tokens, exposed, stage, dp };
+}
+
+const api = { fit, parse, share, rounds, TYPE_BYTES, CALIBRATION, fits, measured, overlapThreshold, planThreshold, overlapLayout };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBNccl = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);
