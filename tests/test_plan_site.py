@@ -14,8 +14,9 @@ ASSETS = ROOT / "book" / "_static"
 # The JS + CSS one page loads: 60 000 (issue 14) for every page but the plan builder's, measured at 68.6 kB
 # with its practice box since issue 23 (step timeline, search, three drawings, presets, hints).
 # The builder's page with its practice box: 69 412 B on main before issue 26, 73 456 B after it (model.js,
-# calc.css, practice.js and practice.css it shares with the calculators: +4 044 B), so 76 000.
-PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 76_000
+# calc.css, practice.js and practice.css it shares with the calculators: +4 044 B), so 76 000.  Issue 32
+# (calibration: nccltests.js, the calibration panel and the overlap figure) took it from 74 632 B to 86 355 B: 88 000.
+PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 88_000
 
 
 class FakeApp:
