@@ -112,7 +112,7 @@ def _collective(n: int, line: str, size: int, count: int, dtype: str, redop: str
         return "all-reduce"
     if redop != "none" and per == ranks:
         return "reduce-scatter"
-    raise _bad(n, line, f"size/(count×类型字节) = {per:g}、redop = {redop}，对 {ranks} 个 rank 不是 all-reduce（1，有归约）、"
+    raise _bad(n, line, f"size ÷（count × 元素字节数）= {per:g}、redop = {redop}，对 {ranks} 个 rank 不是 all-reduce（1，有归约）、"
                         f"all-gather（{ranks}，none）或 reduce-scatter（{ranks}，有归约）")
 
 

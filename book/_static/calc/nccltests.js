@@ -46,7 +46,7 @@ function collective(n, line, r, ranks) {
   if (r.redop === 'none' && per === ranks) return 'all-gather';
   if (r.redop !== 'none' && per === 1) return 'all-reduce';
   if (r.redop !== 'none' && per === ranks) return 'reduce-scatter';
-  throw bad(n, line, `size/(count×类型字节) = ${+per.toPrecision(6)}、redop = ${r.redop}，对 ${ranks} 个 rank 不是 all-reduce（1，有归约）、all-gather（${ranks}，none）或 reduce-scatter（${ranks}，有归约）`);
+  throw bad(n, line, `size ÷（count × 元素字节数）= ${+per.toPrecision(6)}、redop = ${r.redop}，对 ${ranks} 个 rank 不是 all-reduce（1，有归约）、all-gather（${ranks}，none）或 reduce-scatter（${ranks}，有归约）`);
 }
 
 function parse(text) {
