@@ -45,8 +45,15 @@ def test_defaults_show_the_package_numbers_and_draw_three_charts(tab):
     codes = page.eval_on_selector_all('[data-out="verdict"] li', "els => els.map(e => e.dataset.code)")
     assert codes == want["codes"]
     labels = page.eval_on_selector_all(f"{ROOT_SEL} svg", "els => els.map(e => e.getAttribute('aria-label'))")
-    assert len(labels) == 4 and labels[0].startswith("一步的时间线") and labels[1].startswith("每卡显存")
-    assert labels[2].startswith("加速比与效率") and labels[3].startswith("暴露的梯度通信")
+    assert len(labels) == 3 and labels[0].startswith("一步的时间线") and labels[1].startswith("每卡显存")
+    assert labels[2].startswith("加速比与效率")
+    page.click(f"{ROOT_SEL} details.pb-overlap summary")  # the overlap sweep is drawn when its box is opened
+    page.wait_for_selector('[data-out="threshold"]')
+    label = page.eval_on_selector(f"{ROOT_SEL} details.pb-overlap svg", "e => e.getAttribute('aria-label')")
+    assert label.startswith("暴露的梯度通信")
+    from parallel_budget.book.nccl_vectors import _overlap_case
+    th = round(_overlap_case({})["layout"]["threshold"])
+    assert f"{th:,}" in out(page, "threshold")
     lay = pv.layouts({})["timeline"]  # every block and mark hovers with Python's text and duration
     titles = page.eval_on_selector_all(f"{ROOT_SEL} svg >> nth=0 >> rect > title", "ts => ts.map(t => t.textContent)")
     assert sorted(titles) == sorted(x["title"] for x in lay["blocks"] + lay["marks"])
@@ -65,6 +72,8 @@ def test_pasted_nccl_tests_output_calibrates_the_dp_group(tab):
     want = pv.evaluate({"dp_nccl": text})["out"]
     page.wait_for_function(f"document.querySelector('[data-out=\"step\"]').textContent === {json.dumps(t_(want['step']))}")
     assert page.inner_text('[data-code="measured"]').startswith("实测：DP 组的 α 与带宽（nccl-tests，16 卡 reduce-scatter")
+    page.click(f"{ROOT_SEL} details.pb-overlap summary")
+    page.wait_for_selector('[data-out="threshold"]')
     assert "阈值" in out(page, "threshold")
     page.fill("#pb-plan-dp_nccl", SAMPLE.replace("float", "floaty", 1).replace("#       size", "#       size", 1))
     page.wait_for_selector("#pb-plan-dp_nccl[aria-invalid]")

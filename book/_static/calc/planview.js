@@ -127,10 +127,11 @@ function overlapSvg(L, width, mine) {
   body += text(left + w, top + h + 31, '每个微批次的词元数（每卡）', 'pb-small', 'end') + text(2, top - 2, 'ms', 'pb-small');
   return svg(width, top + h + 37, `暴露的梯度通信随每个微批次的词元数变化，阈值 ${Math.round(L.threshold)} 个词元`, body);
 }
+// Drawn only while its box is open: the sweep prices 25 timelines (up to a second for long pipelines).
+const overlapShell = (r, open) => (r.split[0] > 1 ? `<details class="pb-overlap"${open ? ' open' : ''}><summary>DP 通信藏得住吗：阈值与时间线（点开计算）</summary><div data-out="overlap"></div></details>` : '');
 function overlapHtml(r, width) {
   const L = NC.overlapLayout(P.core, r.s, r.split), mine = r.split[4] * r.s.seq;
-  if (L.dp === 1) return '';
-  return `<h4 class="pb-h">DP 通信藏得住吗：阈值与时间线</h4>${overlapSvg(L, width, mine)}`
+  return `${overlapSvg(L, width, mine)}`
     + `<p class="pb-note" data-out="threshold">一行算式给出的阈值是每个微批次 ${Math.round(L.threshold).toLocaleString('en')} 个词元（峰值 × HFU ÷ DP 组带宽 × 每参数发送字节 ÷ 反向每参数每词元 FLOPs，计入 α 与注意力）；本方案是 ${mine.toLocaleString('en')} 个，${mine > L.threshold ? '在阈值之上，梯度通信能藏在反向后面' : '在阈值之下，梯度通信会暴露'}。曲线只改序列长度，每一点排一次时间线；ZeRO-1/2 步末的参数 all-gather 不在其中。TP 通信按不开 --tp-comm-overlap 的 Megatron-LM 计，全部暴露。</p>`;
 }
 
@@ -188,13 +189,13 @@ function resultsHtml(r, width, axis) {
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
     + [['devices', '横轴：卡数'], ['inter_bw', '横轴：跨节点带宽']].map(([k, n]) => `<button type="button" data-act="axis" data-axis="${k}" aria-pressed="${axis === k}">${n}</button>`).join('')
     + `</div>${scalingSvg(scaling, width)}<p class="pb-note">加速比以一张卡只做模型计算为基准（那张卡放不下，只是理想的基准）；空心点放不下。</p>`
-    + overlapHtml(r, width)
+    + overlapShell(r, overlapOpen)
     + '<div class="pb-scroll" tabindex="0" role="region" aria-label="各次集合通信（表格可左右滚动）"><table class="pb-table"><thead><tr><th>集合通信</th><th>搬运</th><th>组大小</th><th>链路</th><th>每卡每步</th><th>次数</th><th>时间</th><th>暴露</th></tr></thead><tbody>'
     + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${esc(c[1])}</td><td>${c[3]}</td><td>${LINK[c[4]]}</td><td>${B(c[6])}</td><td>${c[5]}</td><td>${T(c[8])}</td><td>${T(c[9])}</td></tr>`).join('') || '<tr><td colspan="8">没有通信（单卡）</td></tr>')
     + `</tbody></table></div><details><summary>模型的简化</summary><ul>${P.assumptions(o, r.s).map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
 }
 
-let pending = 0;
+let pending = 0, overlapOpen = false;
 function mount(el) {
   el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与一步的时间线</p><form class="pb-plan-form" novalidate>' + formHtml() + '</form>'
     + '<div class="pb-status" aria-live="polite"></div><div class="pb-results"></div>'
@@ -221,7 +222,14 @@ function mount(el) {
     last = r;
     width = Math.max(280, Math.min(res.clientWidth || 640, 760));
     res.innerHTML = resultsHtml(r, width, axis);
+    if (overlapOpen) drawOverlap();
   };
+  const drawOverlap = () => { const box = res.querySelector('[data-out="overlap"]'); if (box && last) box.innerHTML = overlapHtml(last, width); };
+  el.addEventListener('toggle', (e) => {
+    if (!e.target.classList || !e.target.classList.contains('pb-overlap')) return;
+    overlapOpen = e.target.open;
+    if (overlapOpen) drawOverlap();
+  }, true);
   const preset = (kind) => {
     const p = PRESETS[kind][input(kind).value];
     if (p) for (const [k, v] of Object.entries(p)) input(k).value = v;
