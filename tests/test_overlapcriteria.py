@@ -98,3 +98,22 @@ def test_overlap_layout_marks_the_switch_of_its_own_sweep():
         assert above and below and max(above) <= 1.01 * floor and min(below) > 1.5 * floor
         assert below == sorted(below, reverse=True)
     assert overlap_layout(pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, tp=16))["tokens"] == []
+
+
+def test_overlap_figure_marks_each_threshold_in_chinese():
+    """Does the chapter's overlap figure draw both curves' thresholds and Chinese axis labels, text ≥ 8.5 pt?"""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from parallel_budget.book import overlapfigure
+    from parallel_budget.book.figures import MIN_FONT_PT
+
+    kw = dict(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=3)
+    panels = [(bw, overlap_layout(pb.plan_budget(**kw, inter_bw=bw))) for bw in ("25 GB/s", "25 Gb/s")]
+    fig = overlapfigure.overlap_figure(panels)
+    drawn = [t for ax in fig.axes for t in ax.texts + [ax.xaxis.label, ax.yaxis.label]]
+    words = "\n".join(t.get_text() for t in drawn)
+    for _, L in panels:
+        assert f"阈值 {L['threshold']:,.0f}" in words
+    assert "每个微批次的词元数" in words and "暴露的梯度通信" in words
+    assert min(t.get_fontsize() for t in drawn) >= MIN_FONT_PT
+    assert fig.get_size_inches()[0] <= 7.5
