@@ -211,7 +211,8 @@ def test_every_control_is_labelled_hinted_and_grouped(tab):
     )
     assert report["unlabelled"] == [] and report["unhinted"] == []
     assert [t for _, t in report["groups"]][:4] == ["模型", "batch", "集群", "方案"]
-    assert report["groups"][4][0] == "DETAILS" and report["folded"] == [False]
+    assert report["groups"][4][0] == "DETAILS" and report["folded"] == [False, False]
+    assert report["groups"][5][1].startswith("用实测校准")  # the calibration box, folded too
     page.focus('[data-act="search"]')
     page.keyboard.press("Enter")
     page.wait_for_selector('[data-out="search"]')

@@ -207,8 +207,9 @@ function mount(el) {
   const raw = () => Object.fromEntries(FIELDS.map((x) => [x.name, input(x.name).value]));
   const rawAll = () => Object.assign(raw(), Object.fromEntries(CALIBRATION.map((n) => [n, input(n).value])));
   const hash = () => new URLSearchParams(location.hash.slice(1).includes('=') ? location.hash.slice(1) : '');
-  let last = null, axis = 'devices', width = 0;
+  let last = null, axis = 'devices', width = 0, seen = '';
   const update = () => {
+    seen = JSON.stringify(rawAll());
     const r = P.evaluate(rawAll());
     for (const name of [...FIELDS.map((fd) => fd.name), ...CALIBRATION]) {
       const msg = (r.errors || {})[name] || '';
@@ -251,6 +252,7 @@ function mount(el) {
   };
   const onInput = (e) => {
     const name = e && e.target && e.target.name;
+    if (JSON.stringify(rawAll()) === seen) return;  // a change event after input (a field left): keep the drawings
     if (name === 'model' || name === 'cluster') preset(name); else if (name && !CALIBRATION.includes(name)) matchPreset();
     update();
     if (!CALIBRATION.includes(name)) save();
