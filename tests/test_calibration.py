@@ -126,6 +126,7 @@ def test_hfu_from_step_recovers_the_hfu_that_made_the_step():
         assert fit.hfu == pytest.approx(0.33, rel=1e-6)
         assert fit.mfu == pytest.approx(b.mfu, rel=1e-6)
         assert fit.budget.settings["measured"] == ("hfu",)
+    assert pb.hfu_from_step(b.step, hfu=0.9, **kw).hfu == pytest.approx(0.33, rel=1e-6)  # a given hfu is replaced
 
 
 def test_hfu_from_step_refuses_impossible_steps():

@@ -40,6 +40,7 @@ def hfu_from_step(step=None, *, tokens_per_s=None, **kw) -> HfuFit:
     if step is None and tokens_per_s is None:
         raise ValueError(f"{func}() 需要实测的 step（如 \"8.2 s\"）或 tokens_per_s（每秒词元数）二者之一。")
     measured = tuple(kw.pop("measured", ()))
+    kw.pop("hfu", None)  # what is solved for: a given one is only a starting guess, not needed
     base = plan_budget(**kw, hfu=1.0, measured=measured)
     tokens = base.settings["global_batch"] * base.settings["seq"]
     t = None if step is None else as_time(step, arg="step", func=func).magnitude
