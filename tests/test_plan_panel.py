@@ -60,3 +60,15 @@ def test_bad_input_shows_the_chinese_message(control, bad, word):
         assert p.ok and "放不下" in p.result.value
         return
     assert not p.ok and word in p.result.value and "输入有误" in p.result.value
+
+
+def test_pasted_nccl_tests_output_calibrates_the_dp_group():
+    """Does nccl-tests output in the DP box give plan_budget(dp_nccl=...)'s step and the measured verdict?"""
+    from parallel_budget.book import planlayout
+
+    text = pb.nccl_tests_text("reduce-scatter", 16, "60 us", "40 GB/s")
+    p = plan_panel(drawings=False, dp_nccl=text)
+    b = pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=2, dp_nccl=text)
+    assert planlayout.t_(b.step.magnitude) in p.result.value and "实测：DP 组" in p.result.value
+    p.controls["dp_nccl"].value = "hello"
+    assert "第 1 行" in p.result.value

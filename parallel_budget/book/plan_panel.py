@@ -25,24 +25,26 @@ from .widgets import Panel, _int, _text
 
 GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw")),
           ("方案", ("dp", "tp", "pp", "zero_stage", "schedule", "recompute")),
-          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "devices")))
+          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "devices", "dp_nccl")))
 
 
 def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-        overlap_grad_reduce) -> dict:
+        overlap_grad_reduce, dp_nccl="") -> dict:
     kw = dict(model=model, cluster=cluster, global_batch=global_batch, recompute=recompute, schedule=schedule,
               overlap_param_gather=overlap_param_gather, overlap_grad_reduce=overlap_grad_reduce)
     if str(device_memory).strip():
         kw["device_memory"] = device_memory
     if str(inter_bw).strip():
         kw["inter_bw"] = inter_bw
+    if str(dp_nccl).strip():  # nccl-tests output of the DP group: its fitted α and bus bandwidth
+        kw["dp_nccl"] = dp_nccl
     return kw
 
 
 def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, dp, tp, pp, zero_stage, schedule,
-            recompute, overlap_param_gather, overlap_grad_reduce, devices):
+            recompute, overlap_param_gather, overlap_grad_reduce, devices, dp_nccl=""):
     kw = _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-             overlap_grad_reduce)
+             overlap_grad_reduce, dp_nccl)
     split = dict(dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     b = plan_budget(**kw, **split)
     m = b.memory
@@ -117,7 +119,7 @@ class PlanPanel(Panel):
 
 def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_batch=1, device_memory="", inter_bw="",
                dp=16, tp=1, pp=1, zero_stage=2, schedule="1f1b", recompute="none", overlap_param_gather=False,
-               overlap_grad_reduce=True, devices=16, drawings=True) -> Panel:
+               overlap_grad_reduce=True, devices=16, drawings=True, dp_nccl="") -> Panel:
     """A panel for one plan of a preset model and cluster, the search's best splits and the three drawings."""
     def dropdown(options, value, label):
         return widgets.Dropdown(options=options, value=value, description=label)
@@ -136,5 +138,7 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "overlap_param_gather": widgets.Checkbox(value=overlap_param_gather, description="参数 all-gather 与下一步前向重叠"),
         "overlap_grad_reduce": widgets.Checkbox(value=overlap_grad_reduce, description="梯度归约跟在反向后面"),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
+        "dp_nccl": widgets.Textarea(value=dp_nccl, description="DP 组 nccl-tests 输出（可留空）",
+                                    style={"description_width": "initial"}, layout=widgets.Layout(width="100%")),
     }
     return PlanPanel("方案构建器：显存、通信与一步的时间线", controls, _render, drawings)
