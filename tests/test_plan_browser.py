@@ -247,7 +247,8 @@ OVERFLOW = """() => {
 @pytest.mark.parametrize("width", [1280, 390])
 def test_nothing_is_wider_than_its_box_on_desktop_and_phone(browser, base_url, width):
     """At 1280 and 390 px: is no element wider than its container, do tables scroll inside their box, are
-    buttons big enough to tap and chart text at least 11 px, after a search and with a pipeline plan?"""
+    buttons big enough to tap and chart text at least 11 px, after a search and with a pipeline plan, the
+    calibration boxes and the overlap figure open?"""
     from serve import Tab
 
     t = Tab(browser, base_url, viewport={"width": width, "height": 900})
@@ -258,6 +259,9 @@ def test_nothing_is_wider_than_its_box_on_desktop_and_phone(browser, base_url, w
         page.wait_for_selector(".pb-search tbody tr")
         page.click(f"{ROOT_SEL} details.pb-group summary")
         page.click(f'{ROOT_SEL} [data-act="axis"][data-axis="inter_bw"]')
+        page.click(f"{ROOT_SEL} summary >> text=用实测校准")  # the paste boxes and the overlap figure, open
+        page.click(f"{ROOT_SEL} details.pb-overlap summary")
+        page.wait_for_selector('[data-out="threshold"]')
         report = page.evaluate(OVERFLOW)
         assert report["bad"] == [], report["bad"][:10]
         assert report["small"] == [], report["small"][:10]
