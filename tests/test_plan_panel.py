@@ -76,3 +76,15 @@ def test_new_terms_are_inputs_of_the_panel():
     p.controls["hbm_bw"].value = "3.35 TB/s"
     fast = pb.plan_budget(**KW, dp=16, zero_stage=2, grad_reduce_dtype="fp32", logits=False, hbm_bw="3.35 TB/s")
     assert p.ok and planlayout.t_(fast.optimizer.magnitude) in p.result.value
+
+
+def test_pasted_nccl_tests_output_calibrates_the_dp_group():
+    """Does nccl-tests output in the DP box give plan_budget(dp_nccl=...)'s step and the measured verdict?"""
+    from parallel_budget.book import planlayout
+
+    text = pb.nccl_tests_text("reduce-scatter", 16, "60 us", "40 GB/s")
+    p = plan_panel(drawings=False, dp_nccl=text)
+    b = pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=2, dp_nccl=text)
+    assert planlayout.t_(b.step.magnitude) in p.result.value and "实测：DP 组" in p.result.value
+    p.controls["dp_nccl"].value = "hello"
+    assert "第 1 行" in p.result.value

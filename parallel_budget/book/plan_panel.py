@@ -25,25 +25,27 @@ from .widgets import Panel, _int, _text
 
 GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw", "hbm_bw")),
           ("方案", ("dp", "tp", "pp", "zero_stage", "schedule", "recompute")),
-          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "grad_reduce_dtype", "logits", "devices")))
+          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "grad_reduce_dtype", "logits", "devices", "dp_nccl")))
 
 
 def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-        overlap_grad_reduce, grad_reduce_dtype="bf16", hbm_bw="", logits=True) -> dict:
+        overlap_grad_reduce, grad_reduce_dtype="bf16", hbm_bw="", logits=True, dp_nccl="") -> dict:
     kw = dict(model=model, cluster=cluster, global_batch=global_batch, recompute=recompute, schedule=schedule,
               overlap_param_gather=overlap_param_gather, overlap_grad_reduce=overlap_grad_reduce,
               grad_reduce_dtype=grad_reduce_dtype, logits=logits)
     for k, v in (("device_memory", device_memory), ("inter_bw", inter_bw), ("hbm_bw", hbm_bw)):
         if str(v).strip():
             kw[k] = v
+    if str(dp_nccl).strip():  # nccl-tests output of the DP group: its fitted α and bus bandwidth
+        kw["dp_nccl"] = dp_nccl
     return kw
 
 
 def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, dp, tp, pp, zero_stage, schedule,
             recompute, overlap_param_gather, overlap_grad_reduce, devices, grad_reduce_dtype="bf16", hbm_bw="",
-            logits=True):
+            logits=True, dp_nccl=""):
     kw = _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-             overlap_grad_reduce, grad_reduce_dtype, hbm_bw, logits)
+             overlap_grad_reduce, grad_reduce_dtype, hbm_bw, logits, dp_nccl)
     split = dict(dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     b = plan_budget(**kw, **split)
     m = b.memory
@@ -121,7 +123,7 @@ class PlanPanel(Panel):
 def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_batch=1, device_memory="", inter_bw="",
                dp=16, tp=1, pp=1, zero_stage=2, schedule="1f1b", recompute="none", overlap_param_gather=False,
                overlap_grad_reduce=True, devices=16, drawings=True, grad_reduce_dtype="bf16", hbm_bw="",
-               logits=True) -> Panel:
+               logits=True, dp_nccl="") -> Panel:
     """A panel for one plan of a preset model and cluster, the search's best splits and the three drawings."""
     def dropdown(options, value, label):
         return widgets.Dropdown(options=options, value=value, description=label)
@@ -143,5 +145,7 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "grad_reduce_dtype": dropdown(["bf16", "fp32"], grad_reduce_dtype, "梯度归约精度"),
         "hbm_bw": _text(hbm_bw, "显存带宽（留空按预设）"),
         "logits": widgets.Checkbox(value=logits, description="计入最后一个阶段的 logits"),
+        "dp_nccl": widgets.Textarea(value=dp_nccl, description="DP 组 nccl-tests 输出（可留空）",
+                                    style={"description_width": "initial"}, layout=widgets.Layout(width="100%")),
     }
     return PlanPanel("方案构建器：显存、通信与一步的时间线", controls, _render, drawings)

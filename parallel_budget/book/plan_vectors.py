@@ -24,6 +24,7 @@ import json
 import re
 from pathlib import Path
 
+from ..model.calibration import nccl_tests_text
 from ..model.plan import plan_budget
 from ..model.planreport import verdict_codes
 from ..model.plansearch import search_plans
@@ -35,6 +36,8 @@ from .calculators import _f, _field_value
 from .vectors import write
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "vectors" / "plan.json"
+#: the builder's calibration inputs (nccl-tests text per group; not form fields, plan.js CALIBRATION)
+CALIBRATION = ("dp_nccl", "tp_nccl")
 YN = ["yes", "no"]
 
 # Defaults: the chapter's example, Llama 2 7B on 2 × 8 A100 40GB (presets llama2-7b, a100-40gb).
@@ -173,6 +176,7 @@ def _plan(inputs: dict):
     if errors:
         return errors
     kw = _kwargs(values)
+    kw.update({k: inputs[k] for k in CALIBRATION if str(inputs.get(k, "")).strip()})  # nccl-tests text per group
     split = {k: int(values[k]) for k in SPLIT}
     try:
         return kw, split, plan_budget(**kw, **split), plan_scaling(**kw, **split), int(values["devices"])
@@ -249,6 +253,10 @@ def _cases():
           "global_batch": "64", "dp": "4", "tp": "8", "pp": "4", "zero_stage": "1", "devices": "128"}, True),
         ({"layers": "2", "hidden": "64", "heads": "4", "kv_heads": "4", "seq": "16", "vocab": "100", "ffn": "256",
           "global_batch": "8", "dp": "2", "tp": "2", "pp": "2", "zero_stage": "1", "devices": "8"}, True),
+        ({"zero_stage": "3", "dp_nccl": nccl_tests_text("all-reduce", 16, "60 us", "150 GB/s")}, False),
+        ({"dp": "2", "tp": "8", "zero_stage": "1", "dp_nccl": nccl_tests_text("reduce-scatter", 2, "20 us", "20 GB/s"),
+          "tp_nccl": nccl_tests_text("all-reduce", 8, "15 us", "200 GB/s", dtype="bfloat16")}, False),
+        ({"dp_nccl": "hello"}, False), ({"tp": "8", "dp": "2", "tp_nccl": "# nThread 1 nGpus 1\n"}, False),
         # invalid fields
         ({"layers": "0"}, False), ({"hidden": "4097"}, False), ({"kv_heads": "5"}, False), ({"tp": "3"}, False),
         ({"kv_heads": "8", "tp": "16"}, False), ({"pp": "5"}, False), ({"micro_batch": "3"}, False),

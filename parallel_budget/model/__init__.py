@@ -17,6 +17,9 @@
 * :mod:`.plansearch`    every split of a device count, best first
 * :mod:`.scaling`       a plan's speedup and efficiency against device count or bandwidth
 * :mod:`.pipeline`      one pipeline step timed: every forward and backward per stage (a lab draws it)
+* :mod:`.calibration`   nccl-tests output fitted to α and bus bandwidth, per group, for the plan
+* :mod:`.hfufit`        a measured step time read as the HFU that reproduces it, and MFU
+* :mod:`.overlapcriteria` closed-form tests: when DP communication hides behind compute, and could TP's
 * :mod:`.planreport`    the plan's Chinese verdict and assumptions
 * :mod:`.protocol`      do all ranks call the same collectives in the same order (hangs)
 * :mod:`.recovery`      where a job restarts after a failure: the newest checkpoint every rank has complete

@@ -144,6 +144,12 @@ class PlanBudget:
         )
 
 
+def _group(s: dict, group: str, latency: float, bandwidth: float) -> tuple:
+    """(α per ring round, bus bandwidth) of the DP or TP group: fitted to nccl-tests when given, else the datasheet's."""
+    fit = s.get(f"{group}_fit")
+    return (latency, bandwidth) if fit is None else (fit[2], fit[3])
+
+
 def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     """Durations of the step's events (seconds) from the settings and the split."""
     v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
@@ -164,9 +170,9 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     # TP: all-reduces of b·s·h activations (or all-gather + reduce-scatter, the same time in the α-β model)
     tf = tb = d = 0.0
     intra, inter = s["intra_bw"], s["inter_bw"]
+    tlat, tbw = _group(s, "tp", lat, T.group_bandwidth(1, tp, per_node, intra, inter))
     if tp > 1:
-        ar = T.call_time("all-reduce", tp, lat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES,
-                         T.group_bandwidth(1, tp, per_node, intra, inter))
+        ar = T.call_time("all-reduce", tp, tlat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES, tbw)
         tf, tb = layers * 2 * ar, layers * (4 if s["recompute"] == "full" else 2) * ar
     boundary = ()
     if pp > 1:  # a boundary inside a node uses the node's link, one between nodes a network port
@@ -175,15 +181,15 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
         boundary = tuple(T.call_time("send", pp, lat, msg, bw[lk])
                          for lk in T.boundary_links(tp, dp, pp, per_node))
     k = max(1, math.ceil(grads / v / s["bucket"]))
-    dbw = T.group_bandwidth(tp, dp, per_node, intra, inter)
+    dlat, dbw = _group(s, "dp", lat, T.group_bandwidth(tp, dp, per_node, intra, inter))
     coll = "all-reduce" if stage == 0 else "reduce-scatter"
     return StepSpec(
         schedule=s["schedule"] if pp > 1 else "1f1b", p=pp, v=v, m=m, stage=stage, dp=dp > 1, layers=layers,
         f=layers * fwd, b=layers * (2 * fwd + extra), tf=tf, tb=tb, d=d, buckets=k,
-        grad_bucket=T.call_time(coll, dp, lat, grads / v / k, dbw),
-        param_bucket=T.call_time("all-gather", dp, lat, params / v / k, dbw),
-        layer_gather=T.call_time("all-gather", dp, lat, params / s["layers"], dbw),
-        layer_scatter=T.call_time("reduce-scatter", dp, lat, grads / s["layers"], dbw),
+        grad_bucket=T.call_time(coll, dp, dlat, grads / v / k, dbw),
+        param_bucket=T.call_time("all-gather", dp, dlat, params / v / k, dbw),
+        layer_gather=T.call_time("all-gather", dp, dlat, params / s["layers"], dbw),
+        layer_scatter=T.call_time("reduce-scatter", dp, dlat, grads / s["layers"], dbw),
         overlap_grad_reduce=s["overlap_grad_reduce"], overlap_param_gather=s["overlap_param_gather"],
         optimizer=T.optimizer_time(shard / (dp if stage else 1), s["optimizer_traffic"], s["hbm_bw"]),
         boundary=boundary,
@@ -323,6 +329,10 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     fp32 unless ``--grad-reduce-in-bf16``), ``hbm_bw`` (memory bandwidth per
     device, preset per card) and ``optimizer_traffic`` (bytes moved per updated
     parameter, 28) for the optimizer step, ``logits`` (count the last stage's logits).
+    Calibration (:mod:`.calibration`): ``dp_nccl``, ``tp_nccl`` (a
+    :func:`.calibration.fit_nccl_tests` result or the nccl-tests text) replace
+    the DP or TP group's α and bandwidth by the fitted ones; ``measured`` names
+    the other inputs that were measured rather than read off a datasheet.
 
     >>> b = plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=1)
     >>> b.fits, b.microbatches

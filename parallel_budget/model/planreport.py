@@ -12,7 +12,7 @@ on the step, the sentence says the missing share is recomputation.
 
 from __future__ import annotations
 
-from .units import Q_, fmt, fmt_count, fmt_percent
+from .units import Q_, _trim, fmt, fmt_count, fmt_percent
 
 LINK_ZH = {"intra": "节点内链路", "inter": "跨节点链路"}
 WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡",
@@ -42,8 +42,8 @@ def _gather(b):
 
 
 def verdict_codes(b) -> tuple:
-    """Reason codes: fits/too_big, batch, units, overlap, tp_inter?, gather?, flops?, dominant overhead."""
-    codes = ["fits" if b.fits else "too_big", "batch", "units", "overlap"]
+    """Reason codes: fits/too_big, batch, units, measured, overlap, tp_inter?, gather?, flops?, dominant overhead."""
+    codes = ["fits" if b.fits else "too_big", "batch", "units", "measured", "overlap"]
     if b.tp > 1 and any(c.group == "tp" and c.link == "inter" for c in b.comm):
         codes.append("tp_inter")
     if _gather(b) is not None:
@@ -76,6 +76,8 @@ def _sentence(b, code: str) -> str:
         return (f"带宽按字节读：节点内 {fmt(intra)}（= {fmt(intra, 'Gb/s', 4)}），"
                 f"跨节点 {fmt(inter)}（= {fmt(inter, 'Gb/s', 4)}）；梯度按 {s['grad_reduce_dtype']} 归约"
                 f"（每个 {s['grad_bytes']:g} 字节）。")
+    if code == "measured":
+        return _measured(b)
     if code == "overlap":
         o = overheads(b)
         total = sum(c.time.magnitude for c in b.comm)
@@ -102,6 +104,38 @@ def _sentence(b, code: str) -> str:
     again = f"（其中{again}）" if again else ""
     return (f"步时 {_t(b.step)}：计算 {_t(b.compute)}{again}，最大的额外开销是{WORST_ZH[key]} "
             f"{_t(overheads(b)[key])}；效率 {fmt_percent(b.efficiency)}。")
+
+
+#: the inputs a user may have measured, in Chinese (plansettings.MEASURABLE)
+MEASURED_ZH = {"hfu": "HFU", "compute": "单卡计算时间", "intra_bw": "节点内带宽", "inter_bw": "跨节点带宽",
+               "latency": "每轮延迟 α", "peak_flops": "峰值 FLOP/s", "device_memory": "显存"}
+
+
+def _measured(b) -> str:
+    """Which numbers were measured (nccl-tests fits, inputs marked in ``measured``) and which are datasheet values."""
+    s = b.settings
+    got, sheet = [], []
+    for g in ("dp", "tp"):
+        fit = s[f"{g}_fit"]
+        if fit is not None:
+            coll, ranks, _, bw, alpha = fit
+            got.append(f"{g.upper()} 组的 α 与带宽（nccl-tests，{ranks} 卡 {coll}：每次调用 "
+                       f"{_trim(alpha * 1e6, 3)} µs，总线带宽 {fmt(Q_(bw, 'B/s'), 'GB/s', 3)}）")
+    marked = set(s["measured"])
+    fitted = s["dp_fit"] is not None and (s["tp_fit"] is not None or b.tp == 1) and b.pp == 1
+    for key, zh in MEASURED_ZH.items():
+        if key in marked:
+            got.append(zh)
+        elif key in ("intra_bw", "inter_bw", "latency") and fitted:
+            continue  # every group's links come from the fits
+        elif key == "compute" or (key in ("peak_flops", "hfu") and s["compute_single"] is not None):
+            continue
+        else:
+            sheet.append(zh)
+    if not got:
+        return ("全部按数据手册与默认值，没有实测：" + "、".join(sheet) +
+                "。用 nccl-tests 的输出（dp_nccl、tp_nccl）和一次实测步时（hfu_from_step）校准。")
+    return "实测：" + "；".join(got) + ("。按数据手册：" + "、".join(sheet) + "。" if sheet else "。")
 
 
 def verdict(b) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import planterms as T
 from .activations import _recompute
+from .calibration import as_fit
 from .presets import preset
 from .schedule import SCHEDULES
 from .units import as_bandwidth, as_bytes, as_count, as_fraction, as_params, as_positive, as_time
@@ -39,6 +40,8 @@ DEFAULTS = dict(
     overlap_param_gather=False,
     # third edition: terms that pull the bound down (kept last so other additions merge)
     grad_reduce_dtype="bf16", hbm_bw="2039 GB/s", optimizer_traffic=28, logits=True,
+    # calibration (calibration.py): measured numbers in place of datasheet ones
+    dp_nccl=None, tp_nccl=None, measured=(),
 )
 #: Bytes per gradient element held and reduced: Megatron-LM with --bf16 keeps fp32 main gradients and reduces them
 #: in fp32 unless --grad-reduce-in-bf16; PyTorch DDP under AMP reduces fp32 gradients too.
@@ -127,4 +130,33 @@ def settings(func=FUNC, **kw) -> dict:
     s["peak_flops"] = None if peak is None else as_positive(peak, arg="peak_flops", func=func)
     if s["hfu"] == 0 or s["compute_single"] == 0:
         raise ValueError(f"{func}() 的参数 hfu 与 compute 必须大于 0。例如 hfu=0.4")
+    s.update(_calibration(a, s, func))
     return s
+
+
+#: inputs a user may mark as measured (``measured=("hfu", …)``); the nccl-tests fits mark themselves
+MEASURABLE = ("hfu", "compute", "intra_bw", "inter_bw", "latency", "peak_flops", "device_memory", "dp_nccl", "tp_nccl")
+
+
+def _calibration(a: dict, s: dict, func: str) -> dict:
+    """Fitted α per ring round and bus bandwidth of the DP and TP groups (None: datasheet), and what was measured."""
+    out = {}
+    measured = a["measured"]
+    if isinstance(measured, str) or not all(isinstance(m, str) for m in measured):
+        raise ValueError(f"{func}() 的参数 measured 应是输入名的元组，例如 measured=(\"hfu\",)，收到 {measured!r}。")
+    unknown = [m for m in measured if m not in MEASURABLE]
+    if unknown:
+        raise ValueError(f"{func}() 的参数 measured 里有 {unknown}：只能标 {'、'.join(MEASURABLE)}。")
+    names = set(measured)
+    for group in ("dp", "tp"):
+        try:
+            fit = as_fit(a[f"{group}_nccl"], f"{group}_nccl", func)
+        except ValueError as e:
+            raise ValueError(f"{func}() 的参数 {group}_nccl 不能用：{e}") from None
+        out[f"{group}_fit"] = None if fit is None else (
+            fit.collective, fit.ranks, fit.step_latency.to("s").magnitude, fit.bus_bandwidth.to("B/s").magnitude,
+            fit.alpha.to("s").magnitude)
+        if fit is not None:
+            names.add(f"{group}_nccl")
+    out["measured"] = tuple(m for m in MEASURABLE if m in names)
+    return out

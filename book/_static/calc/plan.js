@@ -9,6 +9,8 @@
 const M = root.PBModel || require('./model.js');
 const { fmt, fmtCount, pct, trim } = M;
 const { ROWS, sum, range, interleaveProblem, pipelineOrder, inFlight, build, readTimeline, tfmt, timelineLayout } = root.PBPlanTimeline || require('./plantimeline.js');
+const NC = root.PBNccl || require('./nccltests.js');
+const { CALIBRATION, fits, measured } = NC;
 
 const f = (name, kind, def, min = null, max = null, o = {}) => ({
   name, kind, default: def, min, max, min_open: !!o.open, options: o.options || null, unit: o.unit || null, optional: !!o.optional,
@@ -151,6 +153,8 @@ function* splits(s, n) {
 }
 
 // plan._spec, _memory, _rows, _time
+// plan._group: (α per ring round, bandwidth) of the DP or TP group, fitted to nccl-tests when given.
+const group = (s, g, lat, bw) => { const f = s[`${g}_fit`]; return f ? [f[2], f[3]] : [lat, bw]; };
 function spec(s, dp, tp, pp, stage, mb) {
   const v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb));
   const layers = Math.floor(s.layers / (pp * v)), sp = s.sequence_parallel && tp > 1, per = s.devices_per_node, lat = s.latency;
@@ -160,8 +164,9 @@ function spec(s, dp, tp, pp, stage, mb) {
   const n = s.layers * dp * m * tp, fwd = model / 3 / n * spf, attn = attention / n * spf;
   const extra = { none: 0.0, selective: attn, full: fwd }[s.recompute];
   let tf = 0.0, tb = 0.0, d = 0.0;
+  const [tlat, tbw] = group(s, 'tp', lat, groupBw(1, tp, per, s.intra_bw, s.inter_bw));
   if (tp > 1) {
-    const ar = callTime('all-reduce', tp, lat, mb * s.seq * s.hidden * ACT, groupBw(1, tp, per, s.intra_bw, s.inter_bw));
+    const ar = callTime('all-reduce', tp, tlat, mb * s.seq * s.hidden * ACT, tbw);
     tf = layers * 2 * ar; tb = layers * (s.recompute === 'full' ? 4 : 2) * ar;
   }
   let boundary = [];
@@ -170,12 +175,12 @@ function spec(s, dp, tp, pp, stage, mb) {
     d = callTime('send', pp, lat, msg, bw[link(tp * dp, pp, per)]);
     boundary = boundaryLinks(tp, dp, pp, per).map((lk) => callTime('send', pp, lat, msg, bw[lk]));
   }
-  const k = Math.max(1, Math.ceil(grads / v / s.bucket)), dbw = groupBw(tp, dp, per, s.intra_bw, s.inter_bw);
+  const k = Math.max(1, Math.ceil(grads / v / s.bucket)), [dlat, dbw] = group(s, 'dp', lat, groupBw(tp, dp, per, s.intra_bw, s.inter_bw));
   return {
     schedule: pp > 1 ? s.schedule : '1f1b', p: pp, v, m, stage, dp: dp > 1, layers, f: layers * fwd, b: layers * (2 * fwd + extra), tf, tb, d, buckets: k,
-    grad_bucket: callTime(stage === 0 ? 'all-reduce' : 'reduce-scatter', dp, lat, grads / v / k, dbw),
-    param_bucket: callTime('all-gather', dp, lat, params / v / k, dbw),
-    layer_gather: callTime('all-gather', dp, lat, params / s.layers, dbw), layer_scatter: callTime('reduce-scatter', dp, lat, grads / s.layers, dbw),
+    grad_bucket: callTime(stage === 0 ? 'all-reduce' : 'reduce-scatter', dp, dlat, grads / v / k, dbw),
+    param_bucket: callTime('all-gather', dp, dlat, params / v / k, dbw),
+    layer_gather: callTime('all-gather', dp, dlat, params / s.layers, dbw), layer_scatter: callTime('reduce-scatter', dp, dlat, grads / s.layers, dbw),
     overlap_grad_reduce: s.overlap_grad_reduce, overlap_param_gather: s.overlap_param_gather,
     optimizer: optimizerTime(shard / (stage ? dp : 1), s.optimizer_traffic, s.hbm_bw), boundary,
   };
@@ -321,7 +326,7 @@ function overheads(o) {
 }
 const gatherRow = (o, s) => ((o.zero_stage === 1 || o.zero_stage === 2) && o.split[0] > 1 && !s.overlap_param_gather ? o.comm.find((c) => c[0] === 'DP all-gather') : null);
 function codes(o, s) {
-  const c = [o.fits ? 'fits' : 'too_big', 'batch', 'units', 'overlap'];
+  const c = [o.fits ? 'fits' : 'too_big', 'batch', 'units', 'measured', 'overlap'];
   if (o.split[1] > 1 && o.comm.some((x) => x[2] === 'tp' && x[4] === 'inter')) c.push('tp_inter');
   if (gatherRow(o, s)) c.push('gather');
   if (o.mfu !== null) c.push('flops');
@@ -339,6 +344,7 @@ function sentence(code, o, s) {
     case 'too_big': return mem(o, s, '放不下', '>');
     case 'batch': return `全局 batch 不变：${s.global_batch} = dp ${dp} × micro_batch ${mb} × 微批次数 ${o.microbatches}。`;
     case 'units': return `带宽按字节读：节点内 ${fmt(s.intra_bw, 'B/s')}（= ${trim(s.intra_bw * 8e-9, 4)} Gb/s），跨节点 ${fmt(s.inter_bw, 'B/s')}（= ${trim(s.inter_bw * 8e-9, 4)} Gb/s）；梯度按 ${s.grad_reduce_dtype} 归约（每个 ${trim(s.grad_bytes)} 字节）。`;
+    case 'measured': return measured(o, s);
     case 'overlap': return `重叠：通信共 ${T(sum(o.comm.map((c) => c[8])))}，与计算重叠 ${T(o.hidden_comm)}，暴露 ${T(o.exposed_comm)}（DP ${T(ov.dp)}，TP ${T(ov.tp)}，PP ${T(ov.pp)}）；气泡 ${T(o.bubble)}。`;
     case 'tp_inter': return `TP=${tp} 超出一个节点（每节点 ${s.devices_per_node} 卡），每层的 TP 通信只能走跨节点链路。`;
     case 'gather': { const g = gatherRow(o, s); return `ZeRO-${stage} 更新后参数的 all-gather 要等优化器、优化器要等全部梯度，只能排在这一步最后：${T(g[8])} 中暴露 ${T(g[9])}；overlap_param_gather=True 让它与下一步的前向重叠。`; }
@@ -371,8 +377,9 @@ function assumptions(o, s) {
 // One evaluation of the form: numbers, verdict codes, optionally the search (as plan_vectors.evaluate).
 function evaluate(raw = {}, withSearch = false) {
   const { v, errors } = read(raw);
+  const cal = fits(raw, errors);
   if (Object.keys(errors).length) return { errors, values: v };
-  const s = settings(v), split = SPLIT.map((k) => Number(v[k]));
+  const s = Object.assign(settings(v), cal), split = SPLIT.map((k) => Number(v[k]));
   const out = core(s, ...split);
   out.codes = codes(out, s);
   out.scaling = scaling(s, split);
@@ -385,7 +392,7 @@ function layouts(r) {
   return { timeline: timelineLayout(tl, r.out), memory: memoryLayout(r.out, r.s), scaling: r.out.scaling };
 }
 
-const api = { FIELDS, PRESETS, SPLIT, read, settings, activations, spec, core, search, scaling, codes, sentence, assumptions, evaluate, layouts, tfmt, B };
+const api = { FIELDS, PRESETS, SPLIT, CALIBRATION, read, settings, activations, spec, core, search, scaling, codes, sentence, assumptions, evaluate, layouts, tfmt, B };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBPlan = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

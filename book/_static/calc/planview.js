@@ -7,7 +7,8 @@
 const M = root.PBModel || require('./model.js');
 const P = root.PBPlan || require('./plan.js');
 const { esc, fmtAuto, fmtCount, pct, trim } = M;
-const { FIELDS, PRESETS, SPLIT, tfmt: T } = P;
+const { FIELDS, PRESETS, SPLIT, CALIBRATION, tfmt: T } = P;
+const NC = root.PBNccl || require('./nccltests.js');
 const EXPORT_KEY = 'pb-plan-builder-v1';
 const B = (x) => fmtAuto(x, 'B');
 
@@ -21,6 +22,7 @@ const LABELS = {
   bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
   grad_reduce_dtype: '梯度归约精度', hbm_bw: '显存带宽（GB/s）', optimizer_traffic: '优化器步读写（字节/参数）', logits: '计入最后一个阶段的 logits',
+  dp_nccl: 'DP 组的 nccl-tests 输出', tp_nccl: 'TP 组的 nccl-tests 输出',
 };
 const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
@@ -41,6 +43,8 @@ const HINTS = {
   grad_reduce_dtype: 'Megatron-LM 在 --bf16 下默认按 fp32 归约（--grad-reduce-in-bf16 才是 bf16），PyTorch DDP 在 AMP 下也是 fp32；fp32 的梯度多占显存、多发一倍。',
   hbm_bw: '每卡显存带宽（A100 40GB 1555，H100 SXM 3350）；优化器步按它算。', optimizer_traffic: '融合 Adam 每更新一个参数读写的字节数，约 28。',
   logits: '最后一个阶段为交叉熵存一个微批次的 logits（16 位加 fp32 副本）。',
+  dp_nccl: '在 DP 组那些卡上跑 all_reduce_perf（DDP）或 reduce_scatter_perf / all_gather_perf（ZeRO），整段输出贴在这里：拟合出的 α 与总线带宽代替上面的标称值。不存进链接。',
+  tp_nccl: '同上，TP 组（一般是一个节点内的卡）的 all_reduce_perf 输出。',
 };
 // Groups of inputs: [title, shown, folded inside the group]; the last group is folded as a whole.
 const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'vocab']], ['batch', ['global_batch', 'micro_batch'], []],
@@ -112,6 +116,29 @@ function scalingSvg(L, width) {
   return svg(width, top + h + 38, `加速比与效率随${byDev ? '卡数' : '跨节点带宽'}变化`, body);
 }
 
+// Exposed DP gradient communication against tokens per microbatch (log₂ axis), the threshold dashed.
+function overlapSvg(L, width, mine) {
+  const left = 48, w = width - left - 12, top = 14, h = 130, ts = L.tokens, ex = L.exposed.map((x) => x * 1e3);
+  const lo = Math.log2(ts[0]), hi = Math.log2(ts[ts.length - 1]), top1 = Math.max(...ex, 1e-9);
+  const x = (t) => left + (Math.log2(t) - lo) / (hi - lo || 1) * w, y = (v) => top + h - v / top1 * h;
+  let body = `<line x1="${left}" x2="${left}" y1="${top}" y2="${top + h}" class="pb-axis"/><line x1="${left}" x2="${left + w}" y1="${top + h}" y2="${top + h}" class="pb-axis"/>`;
+  body += `<polyline points="${ts.map((t, i) => `${x(t).toFixed(1)},${y(ex[i]).toFixed(1)}`).join(' ')}" class="pb-line"/>`;
+  const tx = x(L.threshold);
+  body += `<line x1="${tx.toFixed(1)}" x2="${tx.toFixed(1)}" y1="${top}" y2="${top + h}" class="pb-mark"/>` + text(Math.min(tx + 3, width - 2), top + 10, `阈值 ${Math.round(L.threshold).toLocaleString('en')}`, 'pb-small', tx > width * 0.7 ? 'end' : 'start');
+  if (mine >= ts[0] && mine <= ts[ts.length - 1]) body += `<circle cx="${x(mine).toFixed(1)}" cy="${(top + h).toFixed(1)}" r="5" class="pb-dot"><title>本方案：每个微批次 ${mine} 个词元</title></circle>`;
+  for (let k = Math.ceil(lo); k <= Math.floor(hi); k++) body += text(x(2 ** k), top + h + 15, (2 ** k).toLocaleString('en'), 'pb-small', 'middle');
+  body += text(left - 4, top + 8, `${trim(top1, 3)}`, 'pb-small', 'end') + text(left - 4, top + h, '0', 'pb-small', 'end');
+  body += text(left + w, top + h + 31, '每个微批次的词元数（每卡）', 'pb-small', 'end') + text(2, top - 2, 'ms', 'pb-small');
+  return svg(width, top + h + 37, `暴露的梯度通信随每个微批次的词元数变化，阈值 ${Math.round(L.threshold)} 个词元`, body);
+}
+// Drawn only while its box is open: the sweep prices 25 timelines (up to a second for long pipelines).
+const overlapShell = (r, open) => (r.split[0] > 1 ? `<details class="pb-overlap"${open ? ' open' : ''}><summary>DP 通信藏得住吗：阈值与时间线（点开计算）</summary><div data-out="overlap"></div></details>` : '');
+function overlapHtml(r, width) {
+  const L = NC.overlapLayout(P.core, r.s, r.split), mine = r.split[4] * r.s.seq;
+  return `${overlapSvg(L, width, mine)}`
+    + `<p class="pb-note" data-out="threshold">一行算式给出的阈值是每个微批次 ${Math.round(L.threshold).toLocaleString('en')} 个词元（峰值 × HFU ÷ DP 组带宽 × 每参数发送字节 ÷ 反向每参数每词元 FLOPs，计入 α 与注意力）；本方案是 ${mine.toLocaleString('en')} 个，${mine > L.threshold ? '在阈值之上，梯度通信能藏在反向后面' : '在阈值之下，梯度通信会暴露'}。曲线只改序列长度，每一点排一次时间线；ZeRO-1/2 步末的参数 all-gather 不在其中。TP 通信按不开 --tp-comm-overlap 的 Megatron-LM 计，全部暴露。</p>`;
+}
+
 // ---------------------------------------------------------------- form
 function control(fd) {
   const id = `pb-plan-${fd.name}`, hint = HINTS[fd.name] ? ` aria-describedby="${id}-hint ${id}-msg"` : ` aria-describedby="${id}-msg"`;
@@ -126,13 +153,20 @@ function field(name) {
     + (HINTS[name] ? `<span class="pb-hint" id="pb-plan-${name}-hint">${esc(HINTS[name])}</span>` : '')
     + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
 }
+function calibrationHtml() {
+  return '<details class="pb-group"><summary>用实测校准（粘贴 nccl-tests 的输出）</summary><div class="pb-form">'
+    + CALIBRATION.map((name) => `<div class="pb-field"><label for="pb-plan-${name}">${LABELS[name]}</label>`
+      + `<textarea id="pb-plan-${name}" name="${name}" rows="4" spellcheck="false" autocomplete="off" aria-describedby="pb-plan-${name}-hint pb-plan-${name}-msg"></textarea>`
+      + `<span class="pb-hint" id="pb-plan-${name}-hint">${esc(HINTS[name])}</span><span class="pb-msg" id="pb-plan-${name}-msg" data-msg="${name}" aria-live="polite"></span></div>`).join('')
+    + '</div></details>';
+}
 function formHtml() {
   return GROUPS.map(([title, names, more], i) => {
     const inner = `<div class="pb-form">${names.map(field).join('')}</div>`
       + (more.length ? `<details class="pb-sub"><summary>${SUB[title]}</summary><div class="pb-form">${more.map(field).join('')}</div></details>` : '');
     return i === GROUPS.length - 1 ? `<details class="pb-group"><summary>${title}（点开调整）</summary>${inner}</details>`
       : `<fieldset class="pb-group"><legend>${title}</legend>${inner}</fieldset>`;
-  }).join('');
+  }).join('') + calibrationHtml();
 }
 
 function numbers(r) {
@@ -160,12 +194,13 @@ function resultsHtml(r, width, axis) {
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
     + [['devices', '横轴：卡数'], ['inter_bw', '横轴：跨节点带宽']].map(([k, n]) => `<button type="button" data-act="axis" data-axis="${k}" aria-pressed="${axis === k}">${n}</button>`).join('')
     + `</div>${scalingSvg(scaling, width)}<p class="pb-note">加速比以一张卡只做模型计算为基准（那张卡放不下，只是理想的基准）；空心点放不下。</p>`
+    + overlapShell(r, overlapOpen)
     + '<div class="pb-scroll" tabindex="0" role="region" aria-label="各次集合通信（表格可左右滚动）"><table class="pb-table"><thead><tr><th>集合通信</th><th>搬运</th><th>组大小</th><th>链路</th><th>每卡每步</th><th>次数</th><th>时间</th><th>暴露</th></tr></thead><tbody>'
     + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${esc(c[1])}</td><td>${c[3]}</td><td>${LINK[c[4]]}</td><td>${B(c[6])}</td><td>${c[5]}</td><td>${T(c[8])}</td><td>${T(c[9])}</td></tr>`).join('') || '<tr><td colspan="8">没有通信（单卡）</td></tr>')
     + `</tbody></table></div><details><summary>模型的简化</summary><ul>${P.assumptions(o, r.s).map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
 }
 
-let pending = 0;
+let pending = 0, overlapOpen = false;
 function mount(el) {
   el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与一步的时间线</p><form class="pb-plan-form" novalidate>' + formHtml() + '</form>'
     + '<div class="pb-status" aria-live="polite"></div><div class="pb-results"></div>'
@@ -175,14 +210,16 @@ function mount(el) {
   const form = el.querySelector('form'), res = el.querySelector('.pb-results'), status = el.querySelector('.pb-status');
   const input = (name) => el.querySelector(`[name="${name}"]`);
   const raw = () => Object.fromEntries(FIELDS.map((x) => [x.name, input(x.name).value]));
+  const rawAll = () => Object.assign(raw(), Object.fromEntries(CALIBRATION.map((n) => [n, input(n).value])));
   const hash = () => new URLSearchParams(location.hash.slice(1).includes('=') ? location.hash.slice(1) : '');
-  let last = null, axis = 'devices', width = 0;
+  let last = null, axis = 'devices', width = 0, seen = '';
   const update = () => {
-    const r = P.evaluate(raw());
-    for (const fd of FIELDS) {
-      const msg = (r.errors || {})[fd.name] || '';
-      el.querySelector(`[data-msg="${fd.name}"]`).textContent = msg && `${LABELS[fd.name]}：${msg}`;
-      input(fd.name).toggleAttribute('aria-invalid', !!msg);
+    seen = JSON.stringify(rawAll());
+    const r = P.evaluate(rawAll());
+    for (const name of [...FIELDS.map((fd) => fd.name), ...CALIBRATION]) {
+      const msg = (r.errors || {})[name] || '';
+      el.querySelector(`[data-msg="${name}"]`).textContent = msg && `${LABELS[name]}：${msg}`;
+      input(name).toggleAttribute('aria-invalid', !!msg);
     }
     const bad = Object.keys(r.errors || {});
     for (const d of el.querySelectorAll('form details')) if (bad.some((n) => d.querySelector(`[name="${n}"]`))) d.open = true;
@@ -191,7 +228,14 @@ function mount(el) {
     last = r;
     width = Math.max(280, Math.min(res.clientWidth || 640, 760));
     res.innerHTML = resultsHtml(r, width, axis);
+    if (overlapOpen) drawOverlap();
   };
+  const drawOverlap = () => { const box = res.querySelector('[data-out="overlap"]'); if (box && last) box.innerHTML = overlapHtml(last, width); };
+  el.addEventListener('toggle', (e) => {
+    if (!e.target.classList || !e.target.classList.contains('pb-overlap')) return;
+    overlapOpen = e.target.open;
+    if (overlapOpen) drawOverlap();
+  }, true);
   const preset = (kind) => {
     const p = PRESETS[kind][input(kind).value];
     if (p) for (const [k, v] of Object.entries(p)) input(k).value = v;
@@ -213,9 +257,10 @@ function mount(el) {
   };
   const onInput = (e) => {
     const name = e && e.target && e.target.name;
-    if (name === 'model' || name === 'cluster') preset(name); else if (name) matchPreset();
+    if (JSON.stringify(rawAll()) === seen) return;  // a change event after input (a field left): keep the drawings
+    if (name === 'model' || name === 'cluster') preset(name); else if (name && !CALIBRATION.includes(name)) matchPreset();
     update();
-    save();
+    if (!CALIBRATION.includes(name)) save();
   };
   el.addEventListener('input', onInput);
   el.addEventListener('change', onInput);
@@ -252,7 +297,7 @@ function mount(el) {
 
 function mountAll(doc = document) { for (const el of doc.querySelectorAll('.pb-calc[data-calc="plan"]')) mount(el); }
 
-const api = { EXPORT_KEY, LABELS, HINTS, GROUPS, mount, mountAll, numbers, timelineSvg, memorySvg, scalingSvg };
+const api = { EXPORT_KEY, LABELS, HINTS, GROUPS, mount, mountAll, numbers, timelineSvg, memorySvg, scalingSvg, overlapSvg };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else { root.PBPlanView = api; if (root.PBPlan) root.PBPlan.mountAll = mountAll; }
 })(typeof globalThis !== 'undefined' ? globalThis : this);
