@@ -50,12 +50,16 @@ def _stream_of(row: int) -> str:
     return name if name in ("tp", "pp") else "dp"
 
 
+#: Compute blocks: forward, backward, and the zero-bubble schedules' two halves of a backward.
+COMPUTE_ZH = {"F": "前向", "B": "反向", "I": "反向（输入梯度 I）", "W": "反向（权重梯度 W）"}
+
+
 def _what(e, zero3: bool) -> tuple:
     """(kind, short label, hover text without duration) of one event."""
     kind, k, j = e.tag
     if e.stream == "compute":
         where = f"第 {k + 1} 层" if zero3 else f"阶段 {k}"
-        return ("F" if kind == "F" else "B", f"{kind}{j}", f"{'前向' if kind == 'F' else '反向'} {where} 微批次 {j}")
+        return ("F" if kind == "F" else "B", f"{kind}{j}", f"{COMPUTE_ZH[kind]} {where} 微批次 {j}")
     name = ROW_ZH[ROWS[e.row]]
     if e.stream.startswith("pp"):
         return "pp", "", f"{name}：阶段 {k} 收到微批次 {j} 的{'激活' if e.stream == 'pp_act' else '梯度'}"

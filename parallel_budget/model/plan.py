@@ -40,7 +40,7 @@ from .planreport import assumptions, verdict, verdict_codes  # noqa: F401 (verdi
 from .planstep import AG, AGB, AR, PPR, RS, TPR, StepSpec, build
 from .plansettings import FUNC, settings
 from .presets import MODELS
-from .schedule import peak_in_flight
+from .schedule import MULTI, SPLIT, peak_in_flight
 from .units import Q_, as_count
 
 SHAPES = MODELS  # public model shapes and their training options (presets.py)
@@ -110,7 +110,7 @@ class PlanBudget:
 
     @property
     def virtual_stages(self) -> int:
-        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] == "interleaved" else 1
+        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] in MULTI else 1
 
     @cached_property
     def timeline(self) -> tuple:
@@ -142,7 +142,7 @@ class PlanBudget:
 
 def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     """Durations of the step's events (seconds) from the settings and the split."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     layers = s["layers"] // (pp * v)
     sp = s["sequence_parallel"] and tp > 1
@@ -178,12 +178,13 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
         layer_gather=T.call_time("all-gather", dp, lat, params / s["layers"], dbw),
         layer_scatter=T.call_time("reduce-scatter", dp, lat, grads / s["layers"], dbw),
         overlap_grad_reduce=s["overlap_grad_reduce"], overlap_param_gather=s["overlap_param_gather"],
+        w=layers * fwd if pp > 1 and s["schedule"] in SPLIT else 0.0,  # W: half of backward's 2·fwd
     )
 
 
 def _memory(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     """Per-device bytes of one split (floats)."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     shard = s["params"] / (tp * pp)
     p_st, g_st, o_st, states = T.zero_state(shard, dp, stage, s["param_bytes"], s["grad_bytes"], s["optim_bytes"])
@@ -292,7 +293,7 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     the global batch stays fixed, so each replica runs
     global_batch/(dp·micro_batch) microbatches.  Plan: ``dp``, ``tp``, ``pp``,
     ``zero_stage`` (0-3; 2 and 3 only without pipeline), ``schedule``
-    ("gpipe" | "1f1b" | "interleaved", with ``virtual_stages``), ``recompute``
+    ("gpipe" | "1f1b" | "interleaved" | "interleaved_zb" | "zbv", the last three with ``virtual_stages``), ``recompute``
     ("none" | "selective" | "full"), ``sequence_parallel``.  Bytes per parameter:
     ``param_bytes``, ``grad_bytes``, ``optim_bytes``.  Cluster: ``devices_per_node``,
     ``device_memory``, ``intra_bw``, ``inter_bw`` (one-way effective bandwidth

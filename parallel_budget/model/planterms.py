@@ -32,7 +32,7 @@ from functools import lru_cache
 from .activations import layer_activation_bytes
 from .communication import ring_send_factor
 from .memory import zero_memory
-from .schedule import interleave_problem
+from .schedule import schedule_problem
 
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
 
@@ -149,8 +149,8 @@ def split_problem(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> st
                 "reduce-scatter，流水线的每个阶段都要为每个微批次付这笔通信，DeepSpeed 的流水线引擎因此只接受 ZeRO-0/1；"
                 "PyTorch 的流水线配 FSDP 时则在微批次之间保留完整的参数和梯度、步末才归约一次，分片省下的显存也就没有了。"
                 "请用 zero_stage=0 或 1，或 pp=1。")
-    if pp > 1 and s["schedule"] == "interleaved":
-        return interleave_problem(s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
+    if pp > 1:
+        return schedule_problem(s["schedule"], s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
     return ""
 
 
