@@ -13,23 +13,74 @@ const STREAMS = ['compute', 'tp', 'dp', 'pp_act', 'pp_grad'];
 const sum = (xs) => xs.reduce((a, x) => a + x, 0);
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 
-// schedule.interleave_problem
+// schedule.interleave_problem / schedule_problem / stage_rank
+const MULTI = ['interleaved', 'interleaved_zb', 'zbv'], SPLIT = ['interleaved_zb', 'zbv'];
+const TORCH_CLASS = { interleaved: 'ScheduleInterleaved1F1B', interleaved_zb: 'ScheduleInterleavedZeroBubble', zbv: 'ScheduleZBVZeroBubble' };
+const stageRank = (schedule, p, k) => (schedule === 'zbv' && k >= p ? 2 * p - 1 - k : k % p);
 function rounds(p, m) { const n = Math.max(1, Math.floor(m / p)); return [n, Math.floor(m / n)]; }
-function interleaveProblem(layers, p, v, m) {
+function scheduleProblem(schedule, layers, p, v, m) {
+  if (schedule === 'zbv') {
+    if (v !== 2) return `ZB-V 调度每个 rank 恰好有 2 个阶段（PyTorch 的 ScheduleZBVZeroBubble 同样要求），收到 virtual_stages=${v}。`;
+    if (layers % (2 * p)) return `ZB-V 调度要求 layers=${layers} 能被 2×pp=2×${p}=${2 * p} 整除：每个阶段要分到整数层。`;
+    return '';
+  }
+  return schedule === 'interleaved' || schedule === 'interleaved_zb' ? interleaveProblem(layers, p, v, m, TORCH_CLASS[schedule]) : '';
+}
+function interleaveProblem(layers, p, v, m, cls = 'ScheduleInterleaved1F1B') {
   if (v < 2) return `交错调度每个 rank 至少要有 2 个虚拟阶段，收到 virtual_stages=${v}。`;
   if (layers % (p * v)) return `交错调度要求 layers=${layers} 能被 pp×virtual_stages=${p}×${v}=${p * v} 整除：每个虚拟阶段要分到整数层。`;
   const [n] = rounds(p, m);
-  if (m % n) return `交错调度要求微批次数 m=${m} 是轮数 max(1, m // pp)=${n} 的整数倍（PyTorch 的 ScheduleInterleaved1F1B 同样要求）。`;
+  if (m % n) return `交错调度要求微批次数 m=${m} 是轮数 max(1, m // pp)=${n} 的整数倍（PyTorch 的 ${cls} 同样要求）。`;
   return '';
 }
 
-// schedule.pipeline_order / in_flight
+// schedule._zb1p_rank: ScheduleInterleavedZeroBubble's F, I, W of rank r
+function zb1pRank(p, m, v, r) {
+  const [, per] = rounds(p, m), total = v * m, warm = Math.min((v - 1) * per + (p - 1 - r), total);
+  const count = { F: Array(v).fill(0), I: Array(v).fill(0), W: Array(v).fill(0) }, ops = [], backwards = [];
+  let weights = 0;
+  const act = (kind, c) => { ops.push([c * p + r, kind, count[kind][c]++]); if (kind === 'W') weights++; };
+  const chunkB = (x) => v - 1 - Math.floor((x - warm) / per) % v;
+  for (let x = 0; x < total + warm; x++) {
+    if (x < total) act('F', Math.floor(x / per) % v);
+    if (x < warm) continue;
+    act('I', chunkB(x));
+    backwards.push(x);
+    if (x - warm >= r) act('W', chunkB(backwards[weights]));
+  }
+  while (weights < backwards.length) act('W', chunkB(backwards[weights]));
+  return ops;
+}
+// schedule._zbv_rank: ScheduleZBVZeroBubble's rank r (stages r and 2p−1−r), microbatches ≥ m dropped
+function zbvRank(p, m, r) {
+  const n = Math.max(2 * p - 1, m), c0 = r, c1 = 2 * p - 1 - r, ops = [];
+  let f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  for (let i = 0; i < 2 * (p - r) - 1; i++) ops.push([c0, 'F', f0++]);
+  for (let i = 0; i < r; i++) ops.push([c1, 'F', f1++], [c0, 'F', f0++]);
+  for (let i = 0; i < p - r; i++) { ops.push([c1, 'F', f1++], [c1, 'I', b1], [c1, 'W', b1]); b1++; }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) ops.push([c0, 'F', f0++]);
+    ops.push([c0, 'I', b0], [c0, 'W', b0], [c1, 'F', f1++], [c1, 'I', b1], [c1, 'W', b1]);
+    b0++; b1++;
+  }
+  let w0 = b0;
+  const w1 = b1;
+  for (let i = 0; i < r; i++) ops.push([c0, 'I', b0++], [c1, 'I', b1++]);
+  for (let i = 0; i < p - r; i++) ops.push([c0, 'I', b0++], [c0, 'W', w0++]);
+  for (let j = w1; j < b1; j++) ops.push([c1, 'W', j]);
+  for (let j = w0; j < b0; j++) ops.push([c0, 'W', j]);
+  return ops.filter((o) => o[2] < m);
+}
+
+// schedule.pipeline_order / in_flight / peak_in_flight
 const orders = new Map();
 function pipelineOrder(schedule, p, m, v) {
   const key = `${schedule},${p},${m},${v}`;
   if (orders.has(key)) return orders.get(key);
   let out;
   if (p === 1) out = [range(m).flatMap((j) => [[0, 'F', j], [0, 'B', j]])];
+  else if (schedule === 'interleaved_zb') out = range(p).map((r) => zb1pRank(p, m, v, r));
+  else if (schedule === 'zbv') out = range(p).map((r) => zbvRank(p, m, r));
   else if (schedule === 'interleaved') {
     const [, per] = rounds(p, m);
     out = range(p).map((r) => {
@@ -53,11 +104,17 @@ function pipelineOrder(schedule, p, m, v) {
   orders.set(key, out);
   return out;
 }
-function inFlight(ops) { let peak = 0, held = 0; for (const o of ops) { held += o[1] === 'F' ? 1 : -1; peak = Math.max(peak, held); } return peak; }
+// A microbatch's activations are held from F to B, or to W when the backward is split (I frees nothing).
+function inFlight(ops) {
+  let peak = 0, held = 0;
+  for (const o of ops) { if (o[1] === 'F') peak = Math.max(peak, ++held); else if (o[1] !== 'I') held--; }
+  return peak;
+}
+const peakInFlight = (schedule, p, m, v) => Math.max(...pipelineOrder(schedule, p, m, v).map(inFlight));
 
 // timeline.Timeline, in flat arrays per device (no object per event): stream, start, end, work, row, tp, busy
 // start, and the tag as three numbers (kind in KIND, stage or layer, microbatch).
-const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P'];
+const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P', 'I', 'W'];
 const lane = () => ({ st: [], s: [], e: [], w: [], r: [], t: [], b: [], kind: [], k: [], j: [] });
 class Timeline {
   constructor(devices) { this.devices = devices; this.free = Array(devices * 5).fill(0.0); this.ev = range(devices).map(lane); this.lastStart = 0.0; }
@@ -78,7 +135,7 @@ class Timeline {
 }
 
 // planstep.build
-const [KF, KB, KAG, KAGB, KRS, KR, KP] = [0, 1, 2, 3, 4, 5, 6];
+const [KF, KB, KAG, KAGB, KRS, KR, KP, KI, KW] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
 function zero3(sp, tl) {
   const n = sp.layers, fl = sp.f / n, bl = sp.b / n, tfl = sp.tf / n, tbl = sp.tb / n, g = sp.layer_gather, r = sp.layer_scatter;
   let hold = 0.0;
@@ -112,6 +169,15 @@ function build(sp) {
     }
   }
   const reduceRow = sp.stage === 0 ? AR : RS, eachMb = sp.stage === 2, reduceHere = sp.dp && sp.stage < 3;
+  const rankOf = range(stages).map((k) => stageRank(sp.schedule, p, k)), vee = sp.schedule === 'zbv', w = sp.w || 0.0;
+  // the receiver's lane for a message: one per link; in ZB-V by direction (from the lower rank: PP_ACT)
+  const lane = (src, dst, kind) => (vee ? (src < dst ? PP_ACT : PP_GRAD) : kind);
+  const reduce = (r, k, j, began, out) => {
+    if (!(reduceHere && (eachMb || j === m - 1))) return;
+    const a = sp.grad_bucket;
+    if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
+    else hold[r] = tl.put(r, DP, kb * a, out, 0.0, reduceRow, KR, k, j);
+  };
   const ptr = Array(p).fill(0), sweep = [...range(p), ...range(Math.max(p - 2, 0)).map((i) => p - 2 - i).filter((i) => i > 0)];
   let left = sum(order.map((o) => o.length));
   while (left) {
@@ -130,17 +196,23 @@ function build(sp) {
             const [first, last] = gathered.get(r * v + Math.floor(k / p));
             out = tl.put(r, COMPUTE, f, Math.max(ready, first), last + f / kb, TPR, KF, k, j, tf);
           } else out = tl.put(r, COMPUTE, f, ready, 0.0, TPR, KF, k, j, tf);
-          if (k + 1 < stages) act[(k + 1) * m + j] = tl.put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, KP, k + 1, j);
+          if (k + 1 < stages) {
+            const nxt = rankOf[k + 1];
+            act[(k + 1) * m + j] = nxt === r ? out : tl.put(nxt, lane(r, nxt, PP_ACT), d, out, 0.0, PPR, KP, k + 1, j);
+          }
+        } else if (kind === 'W') {
+          const out = tl.put(r, COMPUTE, w, hold[r], 0.0, TPR, KW, k, j);
+          reduce(r, k, j, tl.lastStart, out);
         } else {
           const ready = k + 1 < stages ? grad[k * m + j] : 0.0;
           if (ready < 0) break;
-          const out = tl.put(r, COMPUTE, b, Math.max(ready, hold[r]), 0.0, TPR, KB, k, j, tb), began = tl.lastStart;
-          if (k) grad[(k - 1) * m + j] = tl.put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, KP, k - 1, j);
-          if (reduceHere && (eachMb || j === m - 1)) {
-            const a = sp.grad_bucket;
-            if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
-            else hold[r] = tl.put(r, DP, kb * a, out, 0.0, reduceRow, KR, k, j);
+          const split = kind === 'I';
+          const out = tl.put(r, COMPUTE, split ? b - w : b, Math.max(ready, hold[r]), 0.0, TPR, split ? KI : KB, k, j, tb), began = tl.lastStart;
+          if (k) {
+            const prv = rankOf[k - 1];
+            grad[(k - 1) * m + j] = prv === r ? out : tl.put(prv, lane(r, prv, PP_GRAD), d, out, 0.0, PPR, KP, k - 1, j);
           }
+          if (!split) reduce(r, k, j, began, out);
         }
         i++;
         left--;
@@ -262,9 +334,10 @@ const ROW_ZH = { dp_allreduce: 'DP all-reduce', dp_reduce_scatter: 'DP reduce-sc
 const SHORT = { dp_allreduce: 'AR', dp_reduce_scatter: 'RS', dp_all_gather: 'AG', dp_all_gather_backward: 'AG' };
 const shownDevices = (p) => (p <= 4 ? range(p) : [0, 1, p - 2, p - 1]);
 const streamOf = (row) => (ROWS[row] === 'tp' || ROWS[row] === 'pp' ? ROWS[row] : 'dp');
+const COMPUTE_ZH = { F: '前向', B: '反向', I: '反向（输入梯度 I）', W: '反向（权重梯度 W）' };
 function what(e, zero3) {
   const [kind, k, j] = e.tag;
-  if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${kind === 'F' ? '前向' : '反向'} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
+  if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${COMPUTE_ZH[kind]} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
   const name = ROW_ZH[ROWS[e.row]];
   if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
@@ -318,7 +391,7 @@ function timelineLayout(tl, o) {
 }
 
 // What plan.js uses (sum and range too, rather than a copy of each).
-const api = { ROWS, sum, range, interleaveProblem, pipelineOrder, inFlight, build, readTimeline, tfmt, timelineLayout };
+const api = { ROWS, MULTI, SPLIT, sum, range, interleaveProblem, scheduleProblem, stageRank, pipelineOrder, inFlight, peakInFlight, build, readTimeline, tfmt, timelineLayout };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBPlanTimeline = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -28,8 +28,8 @@ const HINTS = {
   cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上，以及跨节点的组在每个节点用几张网卡。',
   device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '每卡分到的网卡带宽（节点网卡总带宽 ÷ 每节点卡数）；网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
-  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。',
-  virtual_stages: '交错式 1F1B 每个 rank 负责几段层。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
+  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。零气泡调度把反向拆成输入梯度（I）和权重梯度（W）两步。',
+  virtual_stages: '交错式调度（1F1B 与零气泡）每个 rank 负责几段层；ZB-V 固定 2 段。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
   sequence_parallel: 'TP 组内按序列切开逐词元的操作，激活再除以 TP。', kv_heads: 'GQA 的 K、V 头组数；等于头数就是普通多头注意力。',
   ffn: 'MLP 的中间宽度。', gated: 'SwiGLU 有三个矩阵，激活也多存两路。', dropout: '有 dropout 要多存掩码。',
   flash_attention: '不存 s×s 注意力矩阵的实现（FlashAttention 一类）。', params: '直接给参数量，如 7B。',
@@ -45,7 +45,8 @@ const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'voca
   ['高级', ['kv_heads', 'ffn', 'gated', 'dropout', 'flash_attention', 'params', 'hfu', 'latency', 'bucket', 'param_bytes', 'grad_bytes',
     'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather'], []]];
 const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值', 方案: '流水线调度与序列并行' };
-const OPTION = { yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+const OPTION = { yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B',
+  interleaved_zb: '交错式零气泡（ZB-1P）', zbv: '零气泡 ZB-V' };
 const LINK = { intra: '节点内', inter: '跨节点' };
 const byName = Object.fromEntries(FIELDS.map((x) => [x.name, x]));
 
