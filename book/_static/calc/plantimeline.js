@@ -337,7 +337,7 @@ const streamOf = (row) => (ROWS[row] === 'tp' || ROWS[row] === 'pp' ? ROWS[row] 
 const COMPUTE_ZH = { F: '前向', B: '反向', I: '反向（输入梯度 I）', W: '反向（权重梯度 W）' };
 function what(e, zero3) {
   const [kind, k, j] = e.tag;
-  if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${COMPUTE_ZH[kind]} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
+  if (e.stream === 'compute') return [kind === 'F' || kind === 'W' ? kind : 'B', `${kind}${j}`, `${COMPUTE_ZH[kind]} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
   const name = ROW_ZH[ROWS[e.row]];
   if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
@@ -352,7 +352,7 @@ function mergePass(blocks, gap, narrow) {
     if (last && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
       last[1] = Math.max(last[1], b[1]); last[5] += b[5]; last[6] += b[6];
       if (last[3] !== b[3]) last[3] = '';
-      if (last[2] !== b[2]) { last[2] = 'C'; last[4] = '前向与反向'; }
+      if (last[2] !== b[2]) { const back = ['B', 'W'].includes(last[2]) && ['B', 'W'].includes(b[2]); last[2] = back ? 'B' : 'C'; last[4] = back ? '反向' : '前向与反向'; }
     } else out.push(b.slice());
   }
   return out;
@@ -364,7 +364,7 @@ function spanMerge(spans, gap) {
 }
 // planlayout.timeline_layout of one plan (o: core's result, sp: its spec).
 function timelineLayout(tl, o) {
-  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 100, tiny = step / 2000;
+  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 200, tiny = step / 2000;
   const [dp, , pp, stage] = o.split, zero3 = stage === 3 && dp > 1, lanes = [], blocks = [], marks = [];
   const byDevice = new Map(shownDevices(pp).map((d) => [d, []]));
   for (const e of evs) if (byDevice.has(e.device)) byDevice.get(e.device).push(e);

@@ -55,7 +55,7 @@ const svg = (w, h, label, body) => `<svg class="pb-svg" width="${w}" height="${h
 const rect = (x, y, w, h, cls, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0.8).toFixed(1)}" height="${h}" class="${cls}">${tip ? `<title>${esc(tip)}</title>` : ''}</rect>`;
 const text = (x, y, s, cls = '', anchor = 'start') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}" text-anchor="${anchor}">${esc(s)}</text>`;
 const niceStep = (x) => { const e = 10 ** Math.floor(Math.log10(x)), m = x / e; return (m > 5 ? 10 : m > 2 ? 5 : m > 1 ? 2 : 1) * e; };
-const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
+const BLOCK = { F: 'pb-f', B: 'pb-b', W: 'pb-w', C: 'pb-f', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
 
 function timelineSvg(L, width) {
   const left = L.lanes.some((l) => l.label.startsWith('rank')) ? 84 : 40, w = width - left - 8, sx = w / (L.step || 1);
@@ -150,7 +150,8 @@ function resultsHtml(r, width, axis) {
   return `<dl class="pb-out">${dl.map(([t, k, v]) => `<dt>${t}</dt><dd${k ? ` data-out="${k}"` : ''}>${v}</dd>`).join('')}</dl>`
     + `<ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(P.sentence(c, o, r.s))}</li>`).join('')}</ul>`
     + `<h4 class="pb-h">一步的时间线（悬停或长按看时长）</h4>${timelineSvg(L.timeline, width)}`
-    + legend([['pb-f', '前向'], ['pb-b', '反向'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
+    + legend([['pb-f', '前向'], ...(L.timeline.blocks.some((b) => b.kind === 'W') ? [['pb-b', '输入梯度 I'], ['pb-w', '权重梯度 W']] : [['pb-b', '反向']]),
+      ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
     + `<h4 class="pb-h">每卡显存</h4>${memorySvg(L.memory, width)}`
     + legend(L.memory.parts.map((p) => [MEMCLS[p.key], `${p.label} ${B(p.bytes)}`]))
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
