@@ -27,7 +27,10 @@ FOLDER = "pb-minified"  # beside the html output: <outdir>/../pb-minified/calc/*
 # with plausibility limits and the ambiguous-unit rule in model.js +1.6 kB, charts drawn at their shown width
 # and value echoes in ui.js +1.7 kB, try-again, 看解答 and coinciding mistakes in practice.js +1.2 kB,
 # dark-mode colours, 24 px targets and the phone layout in calc.css and practice.css +1.2 kB): 96 000.
-BUDGET = 96_000
+# Issue 32 §5 measured 94 395 B before and 97 829 B after it (+3 434 B: the zero-bubble schedules' orders,
+# their refusals and the V's stage placement in planschedule.js, the I/W split in plantimeline.js, the menu,
+# hints and assumption text in plan.js and planview.js, the W colour in plan.css): 99 000.
+BUDGET = 99_000
 MEDIA = {".js": "application/javascript", ".css": "text/css"}
 
 
