@@ -282,3 +282,22 @@ def test_chapter_6_figures_fit_a_phone_without_sideways_scrolling(browser, base_
                 assert f["shown"] == pytest.approx(f["natural"], abs=1), f  # at its own size
     finally:
         t.check()
+
+
+def test_zero_bubble_schedules_in_the_menu_price_as_python(tab):
+    """Does the schedule menu offer ZB-1P and ZB-V, each priced as plan_budget prices it, with W drawn in its own
+    colour and named in the legend, and a ZB-V with 3 stages per rank refused in Chinese on that field?"""
+    page = builder(tab, "#plan.dp=2&plan.tp=2&plan.pp=4&plan.zero_stage=1")
+    options = page.eval_on_selector_all("#pb-plan-schedule option", "os => os.map(o => [o.value, o.textContent])")
+    assert ["interleaved_zb", "交错式零气泡（ZB-1P）"] in options and ["zbv", "零气泡 ZB-V"] in options
+    base = {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1"}
+    page.click(f"{ROOT_SEL} details.pb-sub summary >> text=流水线调度与序列并行")  # folded under 方案
+    for schedule in ("interleaved_zb", "zbv"):
+        page.select_option("#pb-plan-schedule", schedule)
+        want = pv.evaluate({**base, "schedule": schedule})["out"]
+        page.wait_for_function("s => document.querySelector('[data-out=\"step\"]').textContent === s", arg=t_(want["step"]))
+        assert page.locator(f"{ROOT_SEL} svg >> nth=0 >> rect.pb-w").count() > 0
+        assert "权重梯度 W" in page.inner_text(f"{ROOT_SEL} .pb-legend >> nth=0")
+    page.fill("#pb-plan-virtual_stages", "3")
+    page.wait_for_selector("#pb-plan-virtual_stages[aria-invalid]")
+    assert "ScheduleZBVZeroBubble" in page.inner_text('[data-msg="virtual_stages"]')
