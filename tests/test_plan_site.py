@@ -123,7 +123,8 @@ def test_built_chapter_shows_the_package_numbers(built_site):
                   pb.fmt(pb.activation_memory(4096, 1, 4096, 32).per_layer)):
         assert value in shown, (value, shown)
     assert html.count('class="pb-table"') == 4 and "论文 / 本课" in html
-    assert html.count("<img") == 5  # the four ZeRO timelines (one figure), the pipeline, memory, two scaling curves
+    # the four ZeRO timelines (one figure), 1F1B, ZB-V, memory, two scaling curves; each a <picture> (phone, wide)
+    assert html.count("<img") == html.count("<picture") == 6 and html.count("<source media=") == 6
     assert 'data-calc="plan"' in html and "calc/ui.js" not in html
     assert all(html.index(a) < html.index(b) for a, b in zip(sphinxext.PLAN_JS, sphinxext.PLAN_JS[1:]))
     record = (built_site / "book" / "plan-record.html").read_text(encoding="utf-8")
