@@ -30,6 +30,10 @@ stages per rank (virtual stages; rank r holds stages r, r + p, …, r + (v−1)�
   stages per rank in a V: rank r holds stages r and 2p−1−r, so the first and the
   last stage sit on rank 0 and the turn (stages p−1 and p) on rank p−1.
 
+torch's third schedule with a split backward, ``ScheduleDualPipeV`` (DeepSeek-V3's
+DualPipe folded into a V), also runs one microbatch's forward together with
+another's backward (``OVERLAP_F_B``) to hide MoE all-to-alls; it is not modelled.
+
 With equal stages and nothing else slowing them, the bubble is (p−1)/m of the
 ideal time for GPipe and 1F1B and (p−1)/(v·m) for interleaved 1F1B (the papers'
 convention); as a share of the whole step, the book's convention (chapter 4),
