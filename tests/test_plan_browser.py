@@ -284,3 +284,56 @@ def test_builder_and_record_import_work_from_file_urls(disk_tab):
     page.wait_for_selector(".pb-record .pb-status")
     page.click('[data-act="plan"]')
     page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")
+
+
+CHAPTER_FIGURES = """() => [...document.querySelectorAll('.cell_output > figure')].map((box) => {
+  const img = box.querySelector('img'), r = img.getBoundingClientRect(), pic = img.closest('picture');
+  return { alt: img.alt, phone: !!pic && img.currentSrc === pic.querySelector('source').srcset, natural: img.naturalWidth,
+           shown: r.width, box: box.clientWidth, scroll: box.scrollWidth, right: r.right, page: document.documentElement.clientWidth };
+})"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_chapter_6_figures_fit_a_phone_without_sideways_scrolling(browser, base_url, width, scheme):
+    """At 390 px: does every chapter-6 figure show its phone variant whole, inside its box (no sideways scroll),
+    at 85 % of its own size or more (so its 8.5-pt text stays >= 11 px)?  At 1280 px: the wide variant?"""
+    from serve import Tab
+
+    from parallel_budget.book.figures import DPI, MIN_FONT_PT
+
+    share = 11 / (MIN_FONT_PT * DPI / 72)
+    t = Tab(browser, base_url, viewport={"width": width, "height": 900}, color_scheme=scheme)
+    try:
+        page = t.open(BUILDER)
+        page.wait_for_function("s => document.documentElement.dataset.theme === s", arg=scheme)
+        page.wait_for_function("() => [...document.querySelectorAll('.cell_output > figure img')].every((i) => i.complete && i.naturalWidth)")
+        figs = page.evaluate(CHAPTER_FIGURES)
+        assert len(figs) >= 6 and all(f["alt"] for f in figs)
+        for f in figs:
+            assert f["phone"] == (width == 390), f
+            assert f["scroll"] <= f["box"] + 1 and f["right"] <= f["page"] + 1, f  # nothing to scroll sideways
+            assert f["shown"] >= share * f["natural"] - 0.5, f  # text not shrunk below 11 px
+            if width == 390 and scheme == "light":
+                assert f["shown"] == pytest.approx(f["natural"], abs=1), f  # at its own size (dark pads it)
+    finally:
+        t.check()
+
+
+def test_zero_bubble_schedules_in_the_menu_price_as_python(tab):
+    """Does the schedule menu offer ZB-1P and ZB-V, each priced as plan_budget prices it, with W drawn in its own
+    colour and named in the legend, and a ZB-V with 3 stages per rank refused in Chinese on that field?"""
+    page = builder(tab, "#plan.dp=2&plan.tp=2&plan.pp=4&plan.zero_stage=1")
+    options = page.eval_on_selector_all("#pb-plan-schedule option", "os => os.map(o => [o.value, o.textContent])")
+    assert ["interleaved_zb", "交错式零气泡（ZB-1P）"] in options and ["zbv", "零气泡 ZB-V"] in options
+    base = {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1"}
+    page.click(f"{ROOT_SEL} details.pb-sub summary >> text=流水线调度与序列并行")  # folded under 方案
+    for schedule in ("interleaved_zb", "zbv"):
+        page.select_option("#pb-plan-schedule", schedule)
+        want = pv.evaluate({**base, "schedule": schedule})["out"]
+        page.wait_for_function("s => document.querySelector('[data-out=\"step\"]').textContent === s", arg=t_(want["step"]))
+        assert page.locator(f"{ROOT_SEL} svg >> nth=0 >> rect.pb-w").count() > 0
+        assert "权重梯度 W" in page.inner_text(f"{ROOT_SEL} .pb-legend >> nth=0")
+    page.fill("#pb-plan-virtual_stages", "3")
+    page.wait_for_selector("#pb-plan-virtual_stages[aria-invalid]")
+    assert "ScheduleZBVZeroBubble" in page.inner_text('[data-msg="virtual_stages"]')

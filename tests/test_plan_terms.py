@@ -76,6 +76,19 @@ def test_pipeline_boundaries_inside_a_node_use_the_node_link():
         assert work == pytest.approx(5e-6 + msg / bw), stage
 
 
+def test_zbv_messages_use_the_link_of_the_boundary_they_cross():
+    """In ZB-V's V (ranks 0..3 then 3..0) each message, either arm, is charged at the link between its two ranks:
+    DP 1 × TP 4 × PP 4 puts ranks 0, 1 in node 0 and 2, 3 in node 1, so only messages between ranks 1 and 2 cross."""
+    b = pb.plan_budget(**{**BASE, "global_batch": 8}, dp=1, tp=4, pp=4, zero_stage=0, schedule="zbv")
+    msg = 4096 * 4096 * 2 / 4  # one sequence's activations, sequence-parallel over TP
+    sends = [e for e in b.timeline if e.stream in ("pp_act", "pp_grad")]
+    assert len(sends) == 2 * 6 * 8  # 6 boundaries (no message at the V's turn), forward and backward, 8 microbatches
+    for e in sends:  # in ZB-V the lane is the direction: pp_act from the lower rank, pp_grad from the higher
+        src = e.device - 1 if e.stream == "pp_act" else e.device + 1
+        bw = 25e9 if {src, e.device} == {1, 2} else 300e9
+        assert e.work == pytest.approx(5e-6 + msg / bw), (e.device, e.stream, e.tag)
+
+
 def test_nccl_constants_are_those_of_the_current_release():
     """NCCL 2.30.7 tuning.cc: ring Simple base 8.4 µs, NVLink hop 3.4, network hop 14, plateau 1.4 on sm_80+."""
     assert T.NCCL_VERSION == "2.30.7"

@@ -5,7 +5,7 @@ micro_batch kept) of a plan from a quarter of its threshold
 (:func:`parallel_budget.model.overlapcriteria.plan_threshold`) to four times it and
 reads the exposed DP communication of the gradient phase off each step's
 timeline (ZeRO-1/2's end-of-step parameter all-gather, exposed at any batch, is
-left out).  ``book/_static/calc/plancalib.js`` computes the same layout
+left out).  ``book/_static/calc/nccltests.js`` computes the same layout
 (held to it by ``tests/vectors/nccltests.json``); :func:`overlap_figure` draws it.
 """
 
@@ -16,6 +16,7 @@ import math
 from ..model import plan as _plan
 from ..model.overlapcriteria import plan_threshold
 from .figures import MIN_FONT_PT, PALETTE, _done, _new
+from .planfigures import PHONE_WIDTH, _wrap
 
 POINTS = 25
 
@@ -51,9 +52,12 @@ def overlap_layout(b, points: int = POINTS) -> dict:
     return {"threshold": th, "tokens": tokens, "exposed": exposed, "stage": b.zero_stage, "dp": b.dp}
 
 
-def overlap_figure(layouts, title: str = "暴露的 DP 梯度通信与每个微批次的词元数"):
-    """One line per ``(label, overlap_layout)``, each threshold a dashed vertical line in its colour."""
-    fig, ax = _new(6.4, 3.2)
+def overlap_figure(layouts, title: str = "暴露的 DP 梯度通信：随每个微批次的词元数", phone: bool = False):
+    """One line per ``(label, overlap_layout)``, each threshold a dashed vertical line in its colour.
+
+    ``phone``: :data:`.planfigures.PHONE_WIDTH` wide and taller, every other power of two on the axis, the legend
+    below the axes and the title on two lines (:func:`.planfigures.for_screens` shows it on narrow screens)."""
+    fig, ax = _new(PHONE_WIDTH, 3.6) if phone else _new(6.4, 3.2)
     colours = (PALETTE["compute"], PALETTE["exposed"], PALETTE["compute_alt"], PALETTE["hidden"])
     for (label, L), colour in zip(layouts, colours):
         ax.plot(L["tokens"], [x * 1e3 for x in L["exposed"]], color=colour, linewidth=1.5, marker="o", markersize=3,
@@ -64,13 +68,16 @@ def overlap_figure(layouts, title: str = "暴露的 DP 梯度通信与每个微�
     ax.set_xscale("log", base=2)
     lo = min(t for _, L in layouts for t in L["tokens"])
     hi = max(t for _, L in layouts for t in L["tokens"])
-    ticks = [2 ** k for k in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)]
+    ticks = [2 ** k for k in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)][::2 if phone else 1]
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
     ax.minorticks_off()
     ax.set_xlabel("每个微批次的词元数（每卡）")
     ax.set_ylabel("暴露的梯度通信（ms）")
-    ax.legend(frameon=False, fontsize=MIN_FONT_PT)
-    ax.set_title(title, fontsize=10, loc="left")
+    if phone:
+        fig.legend(loc="outside lower center", ncol=1, frameon=False, fontsize=MIN_FONT_PT)
+    else:
+        ax.legend(frameon=False, fontsize=MIN_FONT_PT)
+    ax.set_title(_wrap(title, phone), fontsize=10, loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return _done(fig)

@@ -137,7 +137,7 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "inter_bw": _text(inter_bw, "跨节点带宽，每卡（留空按预设）"),
         "dp": _int(dp, 1, 4096, "DP"), "tp": _int(tp, 1, 4096, "TP"), "pp": _int(pp, 1, 4096, "PP"),
         "zero_stage": dropdown([0, 1, 2, 3], zero_stage, "ZeRO 阶段"),
-        "schedule": dropdown(["1f1b", "gpipe", "interleaved"], schedule, "流水线调度"),
+        "schedule": dropdown(["1f1b", "gpipe", "interleaved", "interleaved_zb", "zbv"], schedule, "流水线调度"),
         "recompute": dropdown(["none", "selective", "full"], recompute, "重算"),
         "overlap_param_gather": widgets.Checkbox(value=overlap_param_gather, description="参数 all-gather 与下一步前向重叠"),
         "overlap_grad_reduce": widgets.Checkbox(value=overlap_grad_reduce, description="梯度归约跟在反向后面"),

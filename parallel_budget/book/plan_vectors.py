@@ -29,7 +29,7 @@ from ..model.plan import plan_budget
 from ..model.planreport import verdict_codes
 from ..model.plansearch import search_plans
 from ..model.scaling import plan_scaling
-from ..model.schedule import interleave_problem
+from ..model.schedule import MULTI, schedule_problem
 from ..model.units import parse
 from . import planlayout
 from .calculators import _f, _field_value
@@ -60,7 +60,7 @@ FIELDS = [
     _f("peak_tflops", "num", "312", 0, 1e6, lo_open=True),
     _f("dp", "int", "16", 1, 4096), _f("tp", "int", "1", 1, 4096), _f("pp", "int", "1", 1, 4096),
     _f("zero_stage", "select", "2", options=["0", "1", "2", "3"]),
-    _f("schedule", "select", "1f1b", options=["1f1b", "gpipe", "interleaved"]),
+    _f("schedule", "select", "1f1b", options=["1f1b", "gpipe", "interleaved", "interleaved_zb", "zbv"]),
     _f("virtual_stages", "int", "2", 1, 64),
     _f("recompute", "select", "none", options=["none", "selective", "full"]),
     _f("sequence_parallel", "select", "yes", options=YN),
@@ -114,7 +114,7 @@ def _kwargs(v: dict) -> dict:
         intra_bw=parse(f"{v['intra_bw']!r} {v['intra_unit']}", "bandwidth").magnitude,
         inter_bw=parse(f"{v['inter_bw']!r} {v['inter_unit']}", "bandwidth").magnitude,
     )
-    if v["schedule"] == "interleaved":
+    if v["schedule"] in MULTI:
         kw["virtual_stages"] = int(v["virtual_stages"])
     if v["params"] is not None:
         kw["params"] = v["params"]
@@ -143,8 +143,8 @@ def _split_errors(v: dict) -> list:
         errors.append("micro_batch")
     elif pp > 1 and dp > 1 and int(v["zero_stage"]) >= 2:
         errors.append("zero_stage")
-    elif pp > 1 and v["schedule"] == "interleaved" and interleave_problem(
-            int(v["layers"]), pp, int(v["virtual_stages"]), int(v["global_batch"]) // (dp * mb)):
+    elif pp > 1 and v["schedule"] in MULTI and schedule_problem(
+            v["schedule"], int(v["layers"]), pp, int(v["virtual_stages"]), int(v["global_batch"]) // (dp * mb)):
         errors.append("virtual_stages")
     return errors
 
@@ -211,6 +211,8 @@ LAYOUT_CASES = [
     {}, {"zero_stage": "0"}, {"zero_stage": "1", "overlap_param_gather": "yes"}, {"zero_stage": "3"},
     {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1"},
     {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "0", "schedule": "interleaved"},
+    {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved_zb"},
+    {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "zbv"},
     {"dp": "1", "tp": "2", "pp": "8", "zero_stage": "0", "schedule": "gpipe", "global_batch": "8"},
 ]
 
@@ -231,6 +233,13 @@ def _cases():
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "1f1b"}, False),
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved"}, False),
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "4"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved_zb"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "0", "schedule": "interleaved_zb", "virtual_stages": "4"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "zbv"}, False),
+        ({"dp": "1", "tp": "4", "pp": "4", "zero_stage": "0", "schedule": "zbv", "recompute": "full"}, False),
+        ({"dp": "2", "tp": "1", "pp": "8", "zero_stage": "1", "schedule": "zbv", "global_batch": "64"}, False),
+        ({"schedule": "zbv", "devices": "32", "global_batch": "64"}, True),
+        ({"schedule": "interleaved_zb", "devices": "16", "global_batch": "32"}, True),
         ({"dp": "1", "tp": "8", "pp": "2", "zero_stage": "0", "sequence_parallel": "no"}, False),
         ({"dp": "1", "tp": "16", "pp": "1", "zero_stage": "0"}, False),
         ({"dp": "8", "tp": "2", "zero_stage": "3", "micro_batch": "2"}, False),
@@ -263,6 +272,9 @@ def _cases():
         ({"dp": "0"}, False), ({"zero_stage": "4"}, False), ({"pp": "2", "dp": "8", "zero_stage": "3"}, False),
         ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "3"}, False),
         ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "1"}, False),
+        ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "zbv", "virtual_stages": "3"}, False),
+        ({"pp": "4", "dp": "4", "zero_stage": "0", "schedule": "interleaved_zb", "virtual_stages": "3"}, False),
+        ({"pp": "4", "dp": "2", "zero_stage": "1", "schedule": "interleaved_zb", "global_batch": "22"}, False),
         ({"schedule": "zigzag"}, False), ({"recompute": "half"}, False), ({"inter_bw": "0"}, False),
         ({"inter_unit": "GB"}, False), ({"device_memory": "-1"}, False), ({"hfu": "0"}, False),
         ({"hfu": "1.5"}, False), ({"params": "lots"}, False), ({"latency": "abc"}, False),

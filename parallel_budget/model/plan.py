@@ -42,7 +42,7 @@ from .planreport import assumptions, verdict, verdict_codes  # noqa: F401 (verdi
 from .planstep import AG, AGB, AR, PPR, RS, TPR, StepSpec, build
 from .plansettings import FUNC, settings
 from .presets import MODELS
-from .schedule import in_flight, peak_in_flight, pipeline_order
+from .schedule import MULTI, SPLIT, in_flight, peak_in_flight, pipeline_order, stage_rank
 from .units import Q_, as_count
 
 SHAPES = MODELS  # public model shapes and their training options (presets.py)
@@ -77,7 +77,7 @@ class PlanMemory:
     working: pint.Quantity  # working set of recomputation
     temporary: pint.Quantity  # gather + working
     total: pint.Quantity
-    in_flight: int  # (stage, microbatch) activations the first pipeline rank holds at its peak
+    in_flight: int  # (stage, microbatch) activations the pipeline rank that holds the most holds at its peak
     logits: pint.Quantity = Q_(0.0, "B")  # the last stage's logits of one microbatch (16-bit + fp32 up-cast)
 
 
@@ -114,7 +114,7 @@ class PlanBudget:
 
     @property
     def virtual_stages(self) -> int:
-        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] == "interleaved" else 1
+        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] in MULTI else 1
 
     @cached_property
     def timeline(self) -> tuple:
@@ -152,7 +152,7 @@ def _group(s: dict, group: str, latency: float, bandwidth: float) -> tuple:
 
 def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     """Durations of the step's events (seconds) from the settings and the split."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     layers = s["layers"] // (pp * v)
     sp = s["sequence_parallel"] and tp > 1
@@ -193,12 +193,13 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
         overlap_grad_reduce=s["overlap_grad_reduce"], overlap_param_gather=s["overlap_param_gather"],
         optimizer=T.optimizer_time(shard / (dp if stage else 1), s["optimizer_traffic"], s["hbm_bw"]),
         boundary=boundary,
+        w=layers * fwd if pp > 1 and s["schedule"] in SPLIT else 0.0,  # W: half of backward's 2·fwd
     )
 
 
 def _memory(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     """Per-device bytes of one split (floats)."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     shard = s["params"] / (tp * pp)
     p_st, g_st, o_st, states = T.zero_state(shard, dp, stage, s["param_bytes"], s["grad_bytes"], s["optim_bytes"])
@@ -212,8 +213,8 @@ def _memory(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     total = states + acts + gather + working
     if pp == 1:  # the first rank is the last stage: it holds the logits too
         total += logits
-    else:  # the last stage holds fewer activations but the logits: the device that needs the most counts
-        last = in_flight(pipeline_order(s["schedule"], pp, m, v)[pp - 1])
+    else:  # the last stage's rank (pp − 1; 0 in ZB-V's V) holds the logits: the device that needs the most counts
+        last = in_flight(pipeline_order(s["schedule"], pp, m, v)[stage_rank(s["schedule"], pp, pp * v - 1)])
         total = max(total, states + stored * (s["layers"] // (pp * v)) * last + gather + working + logits)
     return {"m": m, "param_state": p_st, "grad_state": g_st, "optim_state": o_st, "states": states,
             "activations": acts, "gather": gather, "working": working, "temporary": gather + working,
@@ -313,7 +314,7 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     the global batch stays fixed, so each replica runs
     global_batch/(dp·micro_batch) microbatches.  Plan: ``dp``, ``tp``, ``pp``,
     ``zero_stage`` (0-3; 2 and 3 only without pipeline), ``schedule``
-    ("gpipe" | "1f1b" | "interleaved", with ``virtual_stages``), ``recompute``
+    ("gpipe" | "1f1b" | "interleaved" | "interleaved_zb" | "zbv", the last three with ``virtual_stages``), ``recompute``
     ("none" | "selective" | "full"), ``sequence_parallel``.  Bytes per parameter:
     ``param_bytes``, ``grad_bytes``, ``optim_bytes``.  Cluster: ``devices_per_node``,
     ``device_memory``, ``intra_bw``, ``inter_bw`` (one-way effective bandwidth

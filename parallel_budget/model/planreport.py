@@ -12,12 +12,14 @@ on the step, the sentence says the missing share is recomputation.
 
 from __future__ import annotations
 
+from .schedule import SPLIT
 from .units import Q_, _trim, fmt, fmt_count, fmt_percent
 
 LINK_ZH = {"intra": "节点内链路", "inter": "跨节点链路"}
 WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡",
             "optimizer": "优化器步"}
-SCHEDULE_ZH = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "交错式 1F1B"}
+SCHEDULE_ZH = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "交错式 1F1B", "interleaved_zb": "交错式零气泡（ZB-1P）",
+               "zbv": "零气泡 ZB-V"}
 
 
 def _t(x) -> str:
@@ -161,7 +163,9 @@ def assumptions(b) -> tuple:
         f"激活按 Korthikanti 等（2022）的每层公式（16 位激活，{layer}）；"
         + ("最后一个流水线阶段另存一个微批次的 logits（16 位，加上交叉熵用的 fp32 副本，按 TP 切分词表），"
            if s["logits"] else "不计输出 logits，") + "不含嵌入层的激活。",
-        f"流水线调度 {sched}：第一个流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活。",
+        f"流水线调度 {sched}：保存得最多的流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活"
+        + ("；反向拆成 I（输入梯度）与 W（权重梯度），各按不含重算的反向的一半计，重算归 I，激活一直保存到 W 算完。"
+           if s["schedule"] in SPLIT and b.pp > 1 else "。"),
         "ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。",
         "通信用理想 ring 与 α-β 模型：每一步（ring 的一轮）延迟 α，加上每卡发送量除以带宽；跨节点的组每节点有 g 张卡就用 g 张网卡（NCCL 的几个 ring 从不同网卡出节点），带宽取节点内带宽与 g × 跨节点每卡带宽中较小的一个；点对点发送：节点内的阶段边界走节点内链路，跨节点的边界用一张网卡。",
         f"设备编号 TP 最内、DP 其次、PP 最外；每节点 {s['devices_per_node']} 卡。",
@@ -174,5 +178,5 @@ def assumptions(b) -> tuple:
         f"÷ {fmt(Q_(s['hbm_bw'], 'B/s'))}，排在梯度归约之后。",
         "气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；"
         "各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），"
-        "交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）。",
+        "交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）；零气泡调度用 W 填空档，气泡更小，只从时间线读。",
     )

@@ -12,7 +12,7 @@ from . import planterms as T
 from .activations import _recompute
 from .calibration import as_fit
 from .presets import preset
-from .schedule import SCHEDULES
+from .schedule import MULTI, SCHEDULES
 from .units import as_bandwidth, as_bytes, as_count, as_fraction, as_params, as_positive, as_time
 
 FUNC = "plan_budget"
@@ -103,10 +103,11 @@ def settings(func=FUNC, **kw) -> dict:
     s["ffn"] = 4 * s["hidden"] if a["ffn"] is None else as_count(a["ffn"], arg="ffn", func=func)
     s["kv_heads"] = s["heads"] if a["kv_heads"] is None else as_count(a["kv_heads"], arg="kv_heads", func=func)
     v = a["virtual_stages"]
-    s["virtual_stages"] = (2 if s["schedule"] == "interleaved" else 1) if v is None else as_count(
+    s["virtual_stages"] = (2 if s["schedule"] in MULTI else 1) if v is None else as_count(
         v, arg="virtual_stages", func=func)
-    if s["schedule"] != "interleaved" and s["virtual_stages"] != 1:
-        raise ValueError(f"{func}() 的参数 virtual_stages={s['virtual_stages']} 只用于 schedule=\"interleaved\"；"
+    if s["schedule"] not in MULTI and s["virtual_stages"] != 1:
+        raise ValueError(f"{func}() 的参数 virtual_stages={s['virtual_stages']} 只用于 schedule=\"interleaved\"、"
+                         "\"interleaved_zb\" 或 \"zbv\"；"
                          f"{s['schedule']} 每个 rank 只有一个阶段。")
     for arg, example in (("intra_bw", '"150 GB/s"'), ("inter_bw", '"25 GB/s"'), ("device_memory", '"80 GiB"'),
                          ("bucket", '"25 MiB"')):

@@ -9,6 +9,10 @@ these p devices stand for all of them.
 * Compute: the forward (F) and backward (B) of each stage and microbatch, in
   the order of the pipeline schedule (:mod:`.schedule`); B includes the
   recomputed forward.  With p = 1 this is gradient accumulation: F, B, F, B, …
+  The zero-bubble schedules split B into I (input gradient: the recomputed
+  forward, if any, and ``b − w`` seconds; the next stage's gradient message and
+  the TP collectives go with it) and W (weight gradient, ``w`` seconds, no
+  collective, nobody waits for it); the gradient buckets fill during W.
 * TP (Megatron-LM): after each F and B, its tensor-parallel collectives on the
   TP lane (two all-reduces per layer in forward, two in backward, the forward's
   two again under full recomputation; all-gathers and reduce-scatters of the
@@ -17,7 +21,8 @@ these p devices stand for all of them.
   backward, is left out).  They sit between the layers' matrix
   multiplications, so compute waits for them.
 * PP: each F's output goes to the next stage, each B's input gradient to the
-  previous one, one message each, on the receiving device's lane for that link;
+  previous one, one message each, on the receiving device's lane for that link
+  (none between two stages of one rank: ZB-V's turn, as torch's ``_add_send_recv``);
   the receiver's compute waits for it, the sender's does not (asynchronous send,
   as in torch.distributed.pipelining).
 * DDP: one all-reduce of the gradients per step, in buckets, during the last
@@ -52,7 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .schedule import pipeline_order
+from .schedule import pipeline_order, stage_rank
 from .timeline import COMPUTE, DP, NSTREAMS, PP_ACT, PP_GRAD, Timeline
 
 #: Rows of the plan's communication table, in this order (index = row of the events).
@@ -85,6 +90,7 @@ class StepSpec:
     overlap_param_gather: bool = False
     optimizer: float = 0.0  # the optimizer step on this device's shard
     boundary: tuple = ()  # one point-to-point message from rank r to rank r+1 (mod p); empty: d everywhere
+    w: float = 0.0  # zero-bubble schedules: the weight-gradient part (W) of b; the rest of b is I
 
 
 def _zero3(sp: StepSpec, tl: Timeline) -> None:
@@ -144,6 +150,27 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                 gathered[r, c] = (tl.last_start + sp.param_bucket, last)
     reduce_row, each_mb = (AR if sp.stage == 0 else RS), sp.stage == 2
     reduce_here = sp.dp and sp.stage < 3
+    rank_of = [stage_rank(sp.schedule, p, k) for k in range(stages)]
+    vee = sp.schedule == "zbv"
+
+    def lane(src, dst, kind):
+        """The receiver's lane for a message: one per link.  In ZB-V both arms use each link, so the lane is
+        the direction (from the lower rank: PP_ACT, from the higher: PP_GRAD), each fed by one sender in order."""
+        return (PP_ACT if src < dst else PP_GRAD) if vee else kind
+
+    def hop(src, dst):
+        """One message between neighbouring ranks: the link of boundary a → a+1 (mod p) that joins them."""
+        return msg[src] if dst == (src + 1) % p else msg[dst]
+
+    def reduce(r, k, j, began, out):
+        """The gradient buckets of stage k, filled by the backward (or W) that ran from ``began`` to ``out``."""
+        if reduce_here and (each_mb or j == m - 1):
+            a = sp.grad_bucket
+            if sp.overlap_grad_reduce:  # bucket q is ready after q/K of this backward
+                put(r, DP, k_b * a, began + (out - began) / k_b, out + a, reduce_row, ("R", k, j))
+            else:
+                hold[r] = put(r, DP, k_b * a, out, 0.0, reduce_row, ("R", k, j))
+
     ptr = [0] * p
     left = sum(len(o) for o in order)
     sweep = list(range(p)) + list(range(p - 2, 0, -1))
@@ -165,21 +192,25 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                     else:
                         out = put(r, COMPUTE, f, ready, 0.0, TPR, ("F", k, j), tf)
                     if k + 1 < stages:
-                        act[(k + 1) * m + j] = put((k + 1) % p, PP_ACT, msg[r], out, 0.0, PPR, ("P", k + 1, j))
-                else:
+                        nxt = rank_of[k + 1]
+                        act[(k + 1) * m + j] = out if nxt == r else put(nxt, lane(r, nxt, PP_ACT), hop(r, nxt), out,
+                                                                         0.0, PPR, ("P", k + 1, j))
+                elif kind == "W":  # weight gradient: its own I came before it on this rank
+                    out = put(r, COMPUTE, sp.w, hold[r], 0.0, TPR, ("W", k, j))
+                    reduce(r, k, j, tl.last_start, out)
+                else:  # "B", or "I" (input gradient) of a split backward
                     ready = grad[k * m + j] if k + 1 < stages else 0.0
                     if ready < 0:
                         break
-                    out = put(r, COMPUTE, b, max(ready, hold[r]), 0.0, TPR, ("B", k, j), tb)
+                    split = kind == "I"
+                    out = put(r, COMPUTE, b - sp.w if split else b, max(ready, hold[r]), 0.0, TPR, (kind, k, j), tb)
                     began = tl.last_start
                     if k:
-                        grad[(k - 1) * m + j] = put((k - 1) % p, PP_GRAD, msg[(k - 1) % p], out, 0.0, PPR, ("P", k - 1, j))
-                    if reduce_here and (each_mb or j == m - 1):
-                        a = sp.grad_bucket
-                        if sp.overlap_grad_reduce:  # bucket q is ready after q/K of this backward
-                            put(r, DP, k_b * a, began + (out - began) / k_b, out + a, reduce_row, ("R", k, j))
-                        else:
-                            hold[r] = put(r, DP, k_b * a, out, 0.0, reduce_row, ("R", k, j))
+                        prv = rank_of[k - 1]
+                        grad[(k - 1) * m + j] = out if prv == r else put(prv, lane(r, prv, PP_GRAD), hop(r, prv), out,
+                                                                         0.0, PPR, ("P", k - 1, j))
+                    if not split:
+                        reduce(r, k, j, began, out)
                 i_op += 1
                 left -= 1
             ptr[r] = i_op

@@ -32,7 +32,7 @@ from functools import lru_cache
 from .activations import layer_activation_bytes
 from .communication import ring_send_factor
 from .memory import zero_memory
-from .schedule import interleave_problem
+from .schedule import schedule_problem
 
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
 LOGIT_BYTES = 2 + 4  # the 16-bit logits and their fp32 up-cast for the cross-entropy
@@ -197,8 +197,8 @@ def split_problem(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> st
                 "PyTorch 的 torch.distributed.pipelining 配 FSDP 时，参数和梯度在微批次之间保持不分片（最后一个微批次才"
                 "reduce-scatter），优化器状态仍然分片：ZeRO-2/3 比 ZeRO-1 多省的那部分显存还了回去，ZeRO-1 那一份还在。"
                 "请用 zero_stage=0 或 1，或 pp=1。")
-    if pp > 1 and s["schedule"] == "interleaved":
-        return interleave_problem(s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
+    if pp > 1:
+        return schedule_problem(s["schedule"], s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
     return ""
 
 

@@ -8,7 +8,7 @@
 'use strict';
 const M = root.PBModel || require('./model.js');
 const { fmt, fmtCount, pct, trim } = M;
-const { ROWS, sum, range, interleaveProblem, pipelineOrder, inFlight, build, readTimeline, tfmt, timelineLayout } = root.PBPlanTimeline || require('./plantimeline.js');
+const { ROWS, MULTI, SPLIT: SPLIT_BW, sum, range, scheduleProblem, stageRank, pipelineOrder, inFlight, peakInFlight, build, readTimeline, tfmt, timelineLayout } = root.PBPlanTimeline || require('./plantimeline.js');
 const NC = root.PBNccl || require('./nccltests.js');
 const { CALIBRATION, fits, measured } = NC;
 
@@ -32,7 +32,7 @@ const FIELDS = [
   f('inter_bw', 'num', '25', 0, 1e6, { open: 1, unit: 'inter_unit' }), sel('inter_unit', 'GB/s', ['GB/s', 'Gb/s']),
   f('peak_tflops', 'num', '312', 0, 1e6, { open: 1 }),
   f('dp', 'int', '16', 1, 4096), f('tp', 'int', '1', 1, 4096), f('pp', 'int', '1', 1, 4096),
-  sel('zero_stage', '2', ['0', '1', '2', '3']), sel('schedule', '1f1b', ['1f1b', 'gpipe', 'interleaved']),
+  sel('zero_stage', '2', ['0', '1', '2', '3']), sel('schedule', '1f1b', ['1f1b', 'gpipe', 'interleaved', 'interleaved_zb', 'zbv']),
   f('virtual_stages', 'int', '2', 1, 64), sel('recompute', 'none', ['none', 'selective', 'full']),
   sel('sequence_parallel', 'yes', YN),
   f('hfu', 'num', '0.4', 0, 1, { open: 1 }), f('latency', 'num', '5', 0, 1e6), f('bucket', 'num', '25', 0, 1e6, { open: 1 }),
@@ -76,8 +76,8 @@ function read(raw) {
   if (v.layers % v.pp) errors.pp = `pp=${v.pp} 不能整除 layers=${v.layers}：每个流水线阶段要分到整数层`;
   if (v.global_batch % (v.dp * v.micro_batch)) errors.micro_batch = `global_batch=${v.global_batch} 不是 dp×micro_batch=${v.dp}×${v.micro_batch} 的整数倍：全局 batch 要保持不变`;
   else if (v.pp > 1 && v.dp > 1 && +v.zero_stage >= 2) errors.zero_stage = `ZeRO-${v.zero_stage} 不能与 pp=${v.pp} 同用：本模型不建这种组合（分片的梯度要求每个微批次都 reduce-scatter，DeepSpeed 的流水线引擎也只接受 ZeRO-0/1）；请选 ZeRO-0/1 或 pp=1`;
-  else if (v.pp > 1 && v.schedule === 'interleaved') {
-    const why = interleaveProblem(v.layers, v.pp, v.virtual_stages, v.global_batch / (v.dp * v.micro_batch));
+  else if (v.pp > 1 && MULTI.includes(v.schedule)) {
+    const why = scheduleProblem(v.schedule, v.layers, v.pp, v.virtual_stages, v.global_batch / (v.dp * v.micro_batch));
     if (why) errors.virtual_stages = why;
   }
   return { v, errors };
@@ -93,7 +93,7 @@ function settings(v) {
     layers: v.layers, hidden: v.hidden, heads: v.heads, kv_heads: v.kv_heads, seq: v.seq, vocab: v.vocab, ffn: v.ffn,
     gated: yes('gated'), dropout: yes('dropout'), flash_attention: yes('flash_attention'), global_batch: v.global_batch,
     schedule: v.schedule, recompute: v.recompute, sequence_parallel: yes('sequence_parallel'),
-    virtual_stages: v.schedule === 'interleaved' ? v.virtual_stages : 1,
+    virtual_stages: MULTI.includes(v.schedule) ? v.virtual_stages : 1,
     param_bytes: v.param_bytes, grad_bytes: v.grad_bytes !== null ? v.grad_bytes : { bf16: 2, fp32: 4 }[v.grad_reduce_dtype], optim_bytes: v.optim_bytes, devices_per_node: v.devices_per_node,
     device_memory: q('device_memory', 'memory_unit', 'bytes'), intra_bw: q('intra_bw', 'intra_unit', 'bandwidth'),
     inter_bw: q('inter_bw', 'inter_unit', 'bandwidth'), latency: v.latency * 1e-6, bucket: v.bucket * 2 ** 20,
@@ -137,7 +137,7 @@ function trainFlops(params, tokens, layers, seq, hidden, rc) {
 function splitProblem(s, dp, tp, pp, stage, mb) {
   if (s.heads % tp || s.kv_heads % tp || s.layers % pp || s.global_batch % (dp * mb)) return 'x';
   if (pp > 1 && stage >= 2 && dp > 1) return 'x';
-  return pp > 1 && s.schedule === 'interleaved' ? interleaveProblem(s.layers, pp, s.virtual_stages, s.global_batch / (dp * mb)) : '';
+  return pp > 1 ? scheduleProblem(s.schedule, s.layers, pp, s.virtual_stages, s.global_batch / (dp * mb)) : '';
 }
 const divisors = (n) => range(n).map((i) => i + 1).filter((d) => n % d === 0);
 function* splits(s, n) {
@@ -156,7 +156,7 @@ function* splits(s, n) {
 // plan._group: (α per ring round, bandwidth) of the DP or TP group, fitted to nccl-tests when given.
 const group = (s, g, lat, bw) => { const f = s[`${g}_fit`]; return f ? [f[2], f[3]] : [lat, bw]; };
 function spec(s, dp, tp, pp, stage, mb) {
-  const v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb));
+  const v = pp > 1 && MULTI.includes(s.schedule) ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb));
   const layers = Math.floor(s.layers / (pp * v)), sp = s.sequence_parallel && tp > 1, per = s.devices_per_node, lat = s.latency;
   const bw = { intra: s.intra_bw, inter: s.inter_bw }, shard = s.params / (tp * pp), grads = shard * s.grad_bytes, params = shard * s.param_bytes;
   const [model, , attention] = trainFlops(s.params, s.global_batch * s.seq, s.layers, s.seq, s.hidden, s.recompute);
@@ -183,21 +183,22 @@ function spec(s, dp, tp, pp, stage, mb) {
     layer_gather: callTime('all-gather', dp, dlat, params / s.layers, dbw), layer_scatter: callTime('reduce-scatter', dp, dlat, grads / s.layers, dbw),
     overlap_grad_reduce: s.overlap_grad_reduce, overlap_param_gather: s.overlap_param_gather,
     optimizer: optimizerTime(shard / (stage ? dp : 1), s.optimizer_traffic, s.hbm_bw), boundary,
+    w: pp > 1 && SPLIT_BW.includes(s.schedule) ? layers * fwd : 0.0,
   };
 }
 function memory(s, dp, tp, pp, stage, mb) {
-  const v = pp > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb)), shard = s.params / (tp * pp);
+  const v = pp > 1 && MULTI.includes(s.schedule) ? s.virtual_stages : 1, m = Math.floor(s.global_batch / (dp * mb)), shard = s.params / (tp * pp);
   const ps = shard * s.param_bytes / (stage >= 3 ? dp : 1), gs = shard * s.grad_bytes / (stage >= 2 ? dp : 1), os = shard * s.optim_bytes / (stage >= 1 ? dp : 1);
   const states = ps + gs + os;
   const [stored, working] = activations(s.seq, mb, s.hidden, s.heads, tp, s.sequence_parallel && tp > 1, s.recompute, s);
-  const flight = pp > 1 ? inFlight(pipelineOrder(s.schedule, pp, m, v)[0]) : 1;
+  const flight = pp > 1 ? peakInFlight(s.schedule, pp, m, v) : 1;
   const acts = stored * Math.floor(s.layers / (pp * v)) * flight;
   const gather = stage === 3 && dp > 1 ? (2 * s.param_bytes + s.grad_bytes) * shard / s.layers : 0.0;
   const logits = s.logits ? logitsBytes(s.seq, mb, s.vocab, tp) : 0.0;
   let total = states + acts + gather + working;
   if (pp === 1) total += logits;
   else {
-    const last = inFlight(pipelineOrder(s.schedule, pp, m, v)[pp - 1]);
+    const last = inFlight(pipelineOrder(s.schedule, pp, m, v)[stageRank(s.schedule, pp, pp * v - 1)]);
     total = Math.max(total, states + stored * Math.floor(s.layers / (pp * v)) * last + gather + working + logits);
   }
   return { m, in_flight: flight, fits: total <= s.device_memory, memory: { param_state: ps, grad_state: gs, optim_state: os, states, activations: acts, gather, working, temporary: gather + working, total, logits } };
@@ -257,7 +258,7 @@ function core(s, dp, tp, pp, stage, mb) {
 // plansearch: best first, the `top` fastest and how many fit.
 function lowerBound(s, dp, tp, pp, stage, mb) {
   const sp = spec(s, dp, tp, pp, stage, mb);
-  let bound = (sp.m * sp.v + sp.p - 1) * (sp.f + sp.b + sp.tf + sp.tb) + sp.optimizer;
+  let bound = (sp.m * sp.v + (SPLIT_BW.includes(sp.schedule) ? 0 : sp.p - 1)) * (sp.f + sp.b + sp.tf + sp.tb) + sp.optimizer;
   if (dp === 1) return bound;
   if (stage === 3) return bound + 2 * sp.m * sp.layer_gather + sp.layer_scatter;
   bound += sp.grad_bucket * (sp.overlap_grad_reduce ? 1 : sp.buckets);
@@ -358,20 +359,20 @@ function sentence(code, o, s) {
     }
   }
 }
-const SCHED = { gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+const SCHED = { gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B', interleaved_zb: '交错式零气泡（ZB-1P）', zbv: '零气泡 ZB-V' };
 function assumptions(o, s) {
   const layer = [s.dropout ? '有 dropout' : '无 dropout', `${s.gated ? '门控（SwiGLU） ' : ''}MLP 宽 ${s.ffn}`, s.flash_attention ? 'FlashAttention（不存 s×s 矩阵）' : '注意力存 s×s 矩阵',
     s.kv_heads !== s.heads ? `${s.kv_heads} 组 K、V 头` : ''].filter(Boolean).join('、');
-  const v = o.split[2] > 1 && s.schedule === 'interleaved' ? s.virtual_stages : 1;
+  const v = o.split[2] > 1 && MULTI.includes(s.schedule) ? s.virtual_stages : 1;
   return [`参数量 ${fmtCount(o.params, 4)}，${s.params_from_shape ? '由模型形状推出' : '按给定值'}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。`,
     `激活按 Korthikanti 等（2022）的每层公式（16 位激活，${layer}）；${s.logits ? '最后一个流水线阶段另存一个微批次的 logits（16 位，加上交叉熵用的 fp32 副本，按 TP 切分词表），' : '不计输出 logits，'}不含嵌入层的激活。`,
-    `流水线调度 ${SCHED[s.schedule]}${v > 1 ? `（每 rank ${v} 个虚拟阶段）` : ''}：第一个流水线 rank 峰值时保存 ${o.in_flight} 份（阶段×微批次）激活。`,
+    `流水线调度 ${SCHED[s.schedule]}${v > 1 ? `（每 rank ${v} 个虚拟阶段）` : ''}：保存得最多的流水线 rank 峰值时保存 ${o.in_flight} 份（阶段×微批次）激活${o.split[2] > 1 && SPLIT_BW.includes(s.schedule) ? '；反向拆成 I（输入梯度）与 W（权重梯度），各按不含重算的反向的一半计，重算归 I，激活一直保存到 W 算完。' : '。'}`,
     'ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。',
     '通信用理想 ring 与 α-β 模型：每一步（ring 的一轮）延迟 α，加上每卡发送量除以带宽；跨节点的组每节点有 g 张卡就用 g 张网卡（NCCL 的几个 ring 从不同网卡出节点），带宽取节点内带宽与 g × 跨节点每卡带宽中较小的一个；点对点发送：节点内的阶段边界走节点内链路，跨节点的边界用一张网卡。',
     `设备编号 TP 最内、DP 其次、PP 最外；每节点 ${s.devices_per_node} 卡。`,
     `时间线：DP 集合通信在自己的流上一次一个；梯度按 ${trim(s.bucket / 2 ** 20)} MiB 的桶跟在反向后面归约${s.overlap_grad_reduce ? '' : '（已关闭重叠：反向结束后才归约，计算等它）'}；ZeRO-1/2 更新后参数的 all-gather ${s.overlap_param_gather ? '与下一步的前向重叠' : '排在优化器之后、这一步的最后'}；ZeRO-3 每层聚合参数并预取一层；TP 通信夹在层内计算之间；PP 异步发送，接收方等待；读数取第一个流水线 rank。`,
     `计算时间${s.compute_single !== null ? '按一张卡实测的整步计算时间均分到所有卡' : `按每卡峰值 ${trim(s.peak_flops, 3)} FLOP/s × HFU ${pct(s.hfu)} 估算（重算也按这个速度）`}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；优化器步按显存带宽计：每个要更新的参数读写 ${trim(s.optimizer_traffic)} 字节，÷ ${fmt(s.hbm_bw, 'B/s')}，排在梯度归约之后。`,
-    '气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）。'];
+    '气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）；零气泡调度用 W 填空档，气泡更小，只从时间线读。'];
 }
 
 // One evaluation of the form: numbers, verdict codes, optionally the search (as plan_vectors.evaluate).

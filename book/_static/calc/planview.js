@@ -31,8 +31,8 @@ const HINTS = {
   cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上，以及跨节点的组在每个节点用几张网卡。',
   device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '每卡分到的网卡带宽（节点网卡总带宽 ÷ 每节点卡数）；网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
-  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。',
-  virtual_stages: '交错式 1F1B 每个 rank 负责几段层。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
+  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。零气泡调度把反向拆成输入梯度（I）和权重梯度（W）两步。',
+  virtual_stages: '交错式调度（1F1B 与零气泡）每个 rank 负责几段层；ZB-V 固定 2 段。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
   sequence_parallel: 'TP 组内按序列切开逐词元的操作，激活再除以 TP。', kv_heads: 'GQA 的 K、V 头组数；等于头数就是普通多头注意力。',
   ffn: 'MLP 的中间宽度。', gated: 'SwiGLU 有三个矩阵，激活也多存两路。', dropout: '有 dropout 要多存掩码。',
   flash_attention: '不存 s×s 注意力矩阵的实现（FlashAttention 一类）。', params: '直接给参数量，如 7B。',
@@ -53,7 +53,8 @@ const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'voca
   ['高级', ['kv_heads', 'ffn', 'gated', 'dropout', 'flash_attention', 'params', 'hfu', 'latency', 'bucket', 'param_bytes', 'grad_bytes',
     'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather', 'grad_reduce_dtype', 'optimizer_traffic', 'logits'], []]];
 const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值、显存带宽', 方案: '流水线调度与序列并行' };
-const OPTION = { bf16: 'bf16', fp32: 'fp32', yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+const OPTION = { bf16: 'bf16', fp32: 'fp32', yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B',
+  interleaved_zb: '交错式零气泡（ZB-1P）', zbv: '零气泡 ZB-V' };
 const LINK = { intra: '节点内', inter: '跨节点' };
 const byName = Object.fromEntries(FIELDS.map((x) => [x.name, x]));
 
@@ -62,7 +63,7 @@ const svg = (w, h, label, body) => `<svg class="pb-svg" width="${w}" height="${h
 const rect = (x, y, w, h, cls, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0.8).toFixed(1)}" height="${h}" class="${cls}">${tip ? `<title>${esc(tip)}</title>` : ''}</rect>`;
 const text = (x, y, s, cls = '', anchor = 'start') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}" text-anchor="${anchor}">${esc(s)}</text>`;
 const niceStep = (x) => { const e = 10 ** Math.floor(Math.log10(x)), m = x / e; return (m > 5 ? 10 : m > 2 ? 5 : m > 1 ? 2 : 1) * e; };
-const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', O: 'pb-wk', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
+const BLOCK = { F: 'pb-f', B: 'pb-b', W: 'pb-w', C: 'pb-f', O: 'pb-wk', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
 
 function timelineSvg(L, width) {
   const left = L.lanes.some((l) => l.label.startsWith('rank')) ? 84 : 40, w = width - left - 8, sx = w / (L.step || 1);
@@ -188,7 +189,8 @@ function resultsHtml(r, width, axis) {
   return `<dl class="pb-out">${dl.map(([t, k, v]) => `<dt>${t}</dt><dd${k ? ` data-out="${k}"` : ''}>${v}</dd>`).join('')}</dl>`
     + `<ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(P.sentence(c, o, r.s))}</li>`).join('')}</ul>`
     + `<h4 class="pb-h">一步的时间线（悬停或长按看时长）</h4>${timelineSvg(L.timeline, width)}`
-    + legend([['pb-f', '前向'], ['pb-b', '反向'], ['pb-wk', '优化器步'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
+    + legend([['pb-f', '前向'], ...(L.timeline.blocks.some((b) => b.kind === 'W') ? [['pb-b', '输入梯度 I'], ['pb-w', '权重梯度 W']] : [['pb-b', '反向']]),
+      ['pb-wk', '优化器步'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
     + `<h4 class="pb-h">每卡显存</h4>${memorySvg(L.memory, width)}`
     + legend(L.memory.parts.map((p) => [MEMCLS[p.key], `${p.label} ${B(p.bytes)}`]))
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
