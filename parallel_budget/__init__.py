@@ -16,8 +16,11 @@ Subpackages, one concern each (a module per concept inside):
 """
 
 from .model.activations import ActivationMemory, activation_memory
+from .model.calibration import NcclFit, fit_nccl_tests, nccl_tests_text
 from .model.communication import RingAllReduce, RingTransfer, busbw, ring_allreduce, ring_schedule, ring_send_factor
+from .model.hfufit import HfuFit, hfu_from_step
 from .model.memory import ZeroCommunication, ZeroMemory, ZeroTable, zero_communication, zero_memory, zero_table
+from .model.overlapcriteria import OverlapThreshold, TpOverlap, overlap_threshold, tp_overlap
 from .model.parallelism import (
     PipelineBubble,
     PipelineInFlight,
@@ -49,9 +52,12 @@ __all__ = [
     "Collective",
     "CollectiveCheck",
     "DataParallelUpdate",
+    "HfuFit",
     "MODELS",
-    "PipelineBubble",
+    "NcclFit",
+    "OverlapThreshold",
     "PipelineAction",
+    "PipelineBubble",
     "PipelineInFlight",
     "PipelineSchedule",
     "PipelineTimeline",
@@ -67,6 +73,7 @@ __all__ = [
     "StepTime",
     "StragglerWait",
     "TensorParallelComm",
+    "TpOverlap",
     "ZeroCommunication",
     "ZeroMemory",
     "ZeroTable",
@@ -78,10 +85,14 @@ __all__ = [
     "busbw",
     "check_collectives",
     "data_parallel_update",
+    "fit_nccl_tests",
     "fmt",
     "fmt_auto",
     "fmt_count",
     "fmt_percent",
+    "hfu_from_step",
+    "nccl_tests_text",
+    "overlap_threshold",
     "parse",
     "pipeline_bubble",
     "pipeline_bubble_over_ideal",
@@ -99,6 +110,7 @@ __all__ = [
     "step_time",
     "straggler_wait",
     "tp_allreduce",
+    "tp_overlap",
     "ureg",
     "zero_communication",
     "zero_memory",

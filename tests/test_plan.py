@@ -170,7 +170,8 @@ def test_step_is_compute_plus_exposed_plus_bubble():
             if c.name == "TP all-reduce":
                 rounds = 2 * (c.ranks - 1)
             stride = {"dp": tp, "tp": 1}.get(c.group)  # a send uses one port
-            bw = T.group_bandwidth(stride, c.ranks, 8, 300e9, 25e9) if stride else (300e9 if c.link == "intra" else 25e9)
+            first = T.boundary_links(tp, dp, pp, 8)[0]  # 1F1B: the first rank hears only from rank 1
+            bw = T.group_bandwidth(stride, c.ranks, 8, 300e9, 25e9) if stride else (300e9 if first == "intra" else 25e9)
             assert c.time.magnitude == pytest.approx(c.calls * rounds * 5e-6 + c.bytes.magnitude / bw)
             assert 0 <= c.exposed <= c.time * (1 + 1e-12)
 

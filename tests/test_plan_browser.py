@@ -47,10 +47,38 @@ def test_defaults_show_the_package_numbers_and_draw_three_charts(tab):
     labels = page.eval_on_selector_all(f"{ROOT_SEL} svg", "els => els.map(e => e.getAttribute('aria-label'))")
     assert len(labels) == 3 and labels[0].startswith("一步的时间线") and labels[1].startswith("每卡显存")
     assert labels[2].startswith("加速比与效率")
+    page.click(f"{ROOT_SEL} details.pb-overlap summary")  # the overlap sweep is drawn when its box is opened
+    page.wait_for_selector('[data-out="threshold"]')
+    label = page.eval_on_selector(f"{ROOT_SEL} details.pb-overlap svg", "e => e.getAttribute('aria-label')")
+    assert label.startswith("暴露的梯度通信")
+    from parallel_budget.book.nccl_vectors import _overlap_case
+    th = round(_overlap_case({})["layout"]["threshold"])
+    assert f"{th:,}" in out(page, "threshold")
     lay = pv.layouts({})["timeline"]  # every block and mark hovers with Python's text and duration
     titles = page.eval_on_selector_all(f"{ROOT_SEL} svg >> nth=0 >> rect > title", "ts => ts.map(t => t.textContent)")
     assert sorted(titles) == sorted(x["title"] for x in lay["blocks"] + lay["marks"])
     assert page.evaluate("typeof window.PBCalc") == "undefined", "ui.js loaded on a page without other calculators"
+
+
+def test_pasted_nccl_tests_output_calibrates_the_dp_group(tab):
+    """Does pasting nccl-tests output give Python's calibrated step and a verdict saying what was measured, and does
+    a broken table name its line without showing a result?"""
+    from parallel_budget.book.nccl_vectors import SAMPLE
+
+    page = builder(tab)
+    text = pb.nccl_tests_text("reduce-scatter", 16, "60 us", "40 GB/s")
+    page.click(f"{ROOT_SEL} summary >> text=用实测校准")
+    page.fill("#pb-plan-dp_nccl", text)
+    want = pv.evaluate({"dp_nccl": text})["out"]
+    page.wait_for_function(f"document.querySelector('[data-out=\"step\"]').textContent === {json.dumps(t_(want['step']))}")
+    assert page.inner_text('[data-code="measured"]').startswith("实测：DP 组的 α 与带宽（nccl-tests，16 卡 reduce-scatter")
+    page.click(f"{ROOT_SEL} details.pb-overlap summary")
+    page.wait_for_selector('[data-out="threshold"]')
+    assert "阈值" in out(page, "threshold")
+    page.fill("#pb-plan-dp_nccl", SAMPLE.replace("float", "floaty", 1).replace("#       size", "#       size", 1))
+    page.wait_for_selector("#pb-plan-dp_nccl[aria-invalid]")
+    assert "第 24 行" in page.inner_text('[data-msg="dp_nccl"]')
+    assert page.locator('[data-out="step"]').count() == 0
 
 
 def test_presets_fill_the_fields_and_an_edit_makes_them_custom(tab):
@@ -144,6 +172,7 @@ def test_record_page_imports_the_plan_and_exports_it(tab, tmp_path):
     assert page.input_value("#pb-rec-plan_verdict").startswith("放得下")
     assert "Korthikanti" in page.input_value("#pb-rec-plan_assumptions")
     assert page.input_value("#pb-rec-bw_kind") == "bytes" and page.input_value("#pb-rec-batch") == "same"
+    assert page.input_value("#pb-rec-measured").startswith("全部按数据手册与默认值，没有实测")
     assert page.input_value("#pb-rec-overlap") == "我自己写的", "a field the reader filled was overwritten"
     with page.expect_download() as d:
         page.click('.pb-record [data-act="json"]')
@@ -182,7 +211,8 @@ def test_every_control_is_labelled_hinted_and_grouped(tab):
     )
     assert report["unlabelled"] == [] and report["unhinted"] == []
     assert [t for _, t in report["groups"]][:4] == ["模型", "batch", "集群", "方案"]
-    assert report["groups"][4][0] == "DETAILS" and report["folded"] == [False]
+    assert report["groups"][4][0] == "DETAILS" and report["folded"] == [False, False]
+    assert report["groups"][5][1].startswith("用实测校准")  # the calibration box, folded too
     page.focus('[data-act="search"]')
     page.keyboard.press("Enter")
     page.wait_for_selector('[data-out="search"]')
@@ -217,7 +247,8 @@ OVERFLOW = """() => {
 @pytest.mark.parametrize("width", [1280, 390])
 def test_nothing_is_wider_than_its_box_on_desktop_and_phone(browser, base_url, width):
     """At 1280 and 390 px: is no element wider than its container, do tables scroll inside their box, are
-    buttons big enough to tap and chart text at least 11 px, after a search and with a pipeline plan?"""
+    buttons big enough to tap and chart text at least 11 px, after a search and with a pipeline plan, the
+    calibration boxes and the overlap figure open?"""
     from serve import Tab
 
     t = Tab(browser, base_url, viewport={"width": width, "height": 900})
@@ -228,6 +259,9 @@ def test_nothing_is_wider_than_its_box_on_desktop_and_phone(browser, base_url, w
         page.wait_for_selector(".pb-search tbody tr")
         page.click(f"{ROOT_SEL} details.pb-group summary")
         page.click(f'{ROOT_SEL} [data-act="axis"][data-axis="inter_bw"]')
+        page.click(f"{ROOT_SEL} summary >> text=用实测校准")  # the paste boxes and the overlap figure, open
+        page.click(f"{ROOT_SEL} details.pb-overlap summary")
+        page.wait_for_selector('[data-out="threshold"]')
         report = page.evaluate(OVERFLOW)
         assert report["bad"] == [], report["bad"][:10]
         assert report["small"] == [], report["small"][:10]
@@ -250,3 +284,56 @@ def test_builder_and_record_import_work_from_file_urls(disk_tab):
     page.wait_for_selector(".pb-record .pb-status")
     page.click('[data-act="plan"]')
     page.wait_for_function("document.querySelector('#pb-rec-plan_numbers').value.startsWith('DP=16')")
+
+
+CHAPTER_FIGURES = """() => [...document.querySelectorAll('.cell_output > figure')].map((box) => {
+  const img = box.querySelector('img'), r = img.getBoundingClientRect(), pic = img.closest('picture');
+  return { alt: img.alt, phone: !!pic && img.currentSrc === pic.querySelector('source').srcset, natural: img.naturalWidth,
+           shown: r.width, box: box.clientWidth, scroll: box.scrollWidth, right: r.right, page: document.documentElement.clientWidth };
+})"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_chapter_6_figures_fit_a_phone_without_sideways_scrolling(browser, base_url, width, scheme):
+    """At 390 px: does every chapter-6 figure show its phone variant whole, inside its box (no sideways scroll),
+    at 85 % of its own size or more (so its 8.5-pt text stays >= 11 px)?  At 1280 px: the wide variant?"""
+    from serve import Tab
+
+    from parallel_budget.book.figures import DPI, MIN_FONT_PT
+
+    share = 11 / (MIN_FONT_PT * DPI / 72)
+    t = Tab(browser, base_url, viewport={"width": width, "height": 900}, color_scheme=scheme)
+    try:
+        page = t.open(BUILDER)
+        page.wait_for_function("s => document.documentElement.dataset.theme === s", arg=scheme)
+        page.wait_for_function("() => [...document.querySelectorAll('.cell_output > figure img')].every((i) => i.complete && i.naturalWidth)")
+        figs = page.evaluate(CHAPTER_FIGURES)
+        assert len(figs) >= 6 and all(f["alt"] for f in figs)
+        for f in figs:
+            assert f["phone"] == (width == 390), f
+            assert f["scroll"] <= f["box"] + 1 and f["right"] <= f["page"] + 1, f  # nothing to scroll sideways
+            assert f["shown"] >= share * f["natural"] - 0.5, f  # text not shrunk below 11 px
+            if width == 390 and scheme == "light":
+                assert f["shown"] == pytest.approx(f["natural"], abs=1), f  # at its own size (dark pads it)
+    finally:
+        t.check()
+
+
+def test_zero_bubble_schedules_in_the_menu_price_as_python(tab):
+    """Does the schedule menu offer ZB-1P and ZB-V, each priced as plan_budget prices it, with W drawn in its own
+    colour and named in the legend, and a ZB-V with 3 stages per rank refused in Chinese on that field?"""
+    page = builder(tab, "#plan.dp=2&plan.tp=2&plan.pp=4&plan.zero_stage=1")
+    options = page.eval_on_selector_all("#pb-plan-schedule option", "os => os.map(o => [o.value, o.textContent])")
+    assert ["interleaved_zb", "交错式零气泡（ZB-1P）"] in options and ["zbv", "零气泡 ZB-V"] in options
+    base = {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1"}
+    page.click(f"{ROOT_SEL} details.pb-sub summary >> text=流水线调度与序列并行")  # folded under 方案
+    for schedule in ("interleaved_zb", "zbv"):
+        page.select_option("#pb-plan-schedule", schedule)
+        want = pv.evaluate({**base, "schedule": schedule})["out"]
+        page.wait_for_function("s => document.querySelector('[data-out=\"step\"]').textContent === s", arg=t_(want["step"]))
+        assert page.locator(f"{ROOT_SEL} svg >> nth=0 >> rect.pb-w").count() > 0
+        assert "权重梯度 W" in page.inner_text(f"{ROOT_SEL} .pb-legend >> nth=0")
+    page.fill("#pb-plan-virtual_stages", "3")
+    page.wait_for_selector("#pb-plan-virtual_stages[aria-invalid]")
+    assert "ScheduleZBVZeroBubble" in page.inner_text('[data-msg="virtual_stages"]')

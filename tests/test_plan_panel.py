@@ -7,6 +7,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import parallel_budget as pb  # noqa: E402
+from parallel_budget.book import planlayout  # noqa: E402
 from parallel_budget.book.plan_panel import GROUPS, plan_panel  # noqa: E402
 from parallel_budget.model.units import fmt  # noqa: E402
 
@@ -60,3 +61,30 @@ def test_bad_input_shows_the_chinese_message(control, bad, word):
         assert p.ok and "放不下" in p.result.value
         return
     assert not p.ok and word in p.result.value and "输入有误" in p.result.value
+
+
+def test_new_terms_are_inputs_of_the_panel():
+    """Do gradient precision, HBM bandwidth and the logits switch reach plan_budget, and is the optimizer shown?"""
+    p = plan_panel(drawings=False)
+    assert "优化器步" in p.result.value
+    p.controls["grad_reduce_dtype"].value = "fp32"
+    b = pb.plan_budget(**KW, dp=16, zero_stage=2, grad_reduce_dtype="fp32")
+    assert fmt(b.memory.total) in p.result.value and "fp32 归约" in p.result.value
+    p.controls["logits"].value = False
+    assert fmt(pb.plan_budget(**KW, dp=16, zero_stage=2, grad_reduce_dtype="fp32", logits=False).memory.total) \
+        in p.result.value
+    p.controls["hbm_bw"].value = "3.35 TB/s"
+    fast = pb.plan_budget(**KW, dp=16, zero_stage=2, grad_reduce_dtype="fp32", logits=False, hbm_bw="3.35 TB/s")
+    assert p.ok and planlayout.t_(fast.optimizer.magnitude) in p.result.value
+
+
+def test_pasted_nccl_tests_output_calibrates_the_dp_group():
+    """Does nccl-tests output in the DP box give plan_budget(dp_nccl=...)'s step and the measured verdict?"""
+    from parallel_budget.book import planlayout
+
+    text = pb.nccl_tests_text("reduce-scatter", 16, "60 us", "40 GB/s")
+    p = plan_panel(drawings=False, dp_nccl=text)
+    b = pb.plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=2, dp_nccl=text)
+    assert planlayout.t_(b.step.magnitude) in p.result.value and "实测：DP 组" in p.result.value
+    p.controls["dp_nccl"].value = "hello"
+    assert "第 1 行" in p.result.value

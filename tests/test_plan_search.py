@@ -20,7 +20,8 @@ def key(p):
             (p.dp, p.tp, p.pp, p.zero_stage, p.micro_batch))
 
 
-@pytest.mark.parametrize("extra", [{}, {"recompute": "full"}, {"schedule": "interleaved"},
+@pytest.mark.parametrize("extra", [{}, {"recompute": "full"}, {"schedule": "interleaved"}, {"schedule": "zbv"},
+                                   {"schedule": "interleaved_zb", "recompute": "full"},
                                    {"inter_bw": "5 GB/s", "overlap_param_gather": True}])
 def test_best_first_is_the_full_sort_of_every_fitting_split(extra):
     """Is the search every fitting split of 16 devices, in (step, bytes, memory, split) order, each as plan_budget?"""
@@ -38,7 +39,8 @@ def test_best_first_is_the_full_sort_of_every_fitting_split(extra):
 def test_lower_bound_never_exceeds_the_step():
     """Is every candidate's lower bound at most its step read off the timeline (what makes best-first exact)?"""
     for extra in ({}, {"recompute": "full", "overlap_grad_reduce": False}, {"schedule": "gpipe"},
-                  {"schedule": "interleaved", "virtual_stages": 4}, {"inter_bw": "2 GB/s"}):
+                  {"schedule": "interleaved", "virtual_stages": 4}, {"inter_bw": "2 GB/s"},
+                  {"schedule": "interleaved_zb"}, {"schedule": "zbv", "recompute": "full"}):
         kw = {**BASE, **extra}
         s = settings(**kw)
         for split in T.splits(s, 16):

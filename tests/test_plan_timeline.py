@@ -104,6 +104,26 @@ def test_pipeline_messages_wait_on_the_receiver_only():
     assert inter.bubble < b.bubble and inter.memory.in_flight > b.memory.in_flight
 
 
+@pytest.mark.parametrize("schedule", ["interleaved_zb", "zbv"])
+def test_zero_bubble_plan_reads_its_bubble_and_memory_off_the_timeline(schedule):
+    """Does plan_budget run the split backward: I and W blocks on the timeline, a bubble below interleaved 1F1B's
+    at the same memory as 1F1B's held microbatches, and the assumption (W = half of backward) stated?"""
+    one = pb.plan_budget(**BASE, dp=2, tp=2, pp=4, zero_stage=1, schedule="1f1b")
+    inter = pb.plan_budget(**BASE, dp=2, tp=2, pp=4, zero_stage=1, schedule="interleaved")
+    zb = pb.plan_budget(**BASE, dp=2, tp=2, pp=4, zero_stage=1, schedule=schedule)
+    kinds = {e.tag[0] for e in zb.timeline if e.stream == "compute"}
+    assert kinds == {"F", "I", "W", "O"} and zb.virtual_stages == 2  # O: the optimizer step (issue 32 §2)
+    w = [e.work for e in zb.timeline if e.stream == "compute" and e.tag[0] == "W"]
+    f = [e.work for e in zb.timeline if e.stream == "compute" and e.tag[0] == "F"]
+    assert w[0] == pytest.approx(f[0])  # W is half of the (non-recomputed) backward, 2·forward
+    assert zb.bubble < inter.bubble < one.bubble and zb.step < inter.step
+    assert zb.compute.magnitude == pytest.approx(inter.compute.magnitude)
+    assert zb.memory.in_flight == 2 * one.memory.in_flight  # held until W, half a stage each
+    assert zb.memory.activations.magnitude == pytest.approx(one.memory.activations.magnitude)
+    assert any("I（输入梯度）与 W（权重梯度），各按不含重算的反向的一半计" in a for a in zb.assumptions)
+    assert not any("W（权重梯度）" in a for a in inter.assumptions)
+
+
 def test_timeline_events_carry_what_the_drawing_needs():
     """Does the budget's timeline list every device's events, compute busy for its work, TP after its compute?"""
     b = pb.plan_budget(**BASE, dp=2, tp=2, pp=4, zero_stage=1)
@@ -111,31 +131,34 @@ def test_timeline_events_carry_what_the_drawing_needs():
     assert {e.device for e in ev} == {0, 1, 2, 3}
     assert {e.stream for e in ev} == {"compute", "tp", "dp", "pp_act", "pp_grad"}
     assert max(e.end for e in ev) == pytest.approx(b.step.magnitude)
-    first = [e for e in ev if e.device == 0 and e.stream == "compute"]
+    first = [e for e in ev if e.device == 0 and e.stream == "compute" and e.tag[0] != "O"]
+    assert [e.tag for e in ev if e.device == 0 and e.tag[0] == "O"] == [("O", -1, -1)]  # one optimizer step
     assert len(first) == 2 * b.microbatches and all(e.end - e.start >= e.work * (1 - 1e-12) for e in first)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["gpipe", "1f1b", "interleaved"]), st.integers(1, 6), st.integers(1, 9), st.integers(0, 3),
+@given(st.sampled_from(["gpipe", "1f1b", "interleaved", "interleaved_zb", "zbv"]), st.integers(1, 6), st.integers(1, 9), st.integers(0, 3),
        st.floats(0.1, 3), st.floats(0, 0.5), st.floats(0, 0.3), st.floats(0.001, 0.5), st.integers(1, 12),
        st.booleans(), st.booleans())
 def test_every_device_reads_as_compute_exposed_idle(schedule, p, m, stage, f, tf, d, bucket, k, ovg, ovp):
     """For any schedule and durations: on every device step = compute + exposed + idle, and the bound holds?"""
-    v = 2 if schedule == "interleaved" and p > 1 else 1
-    if schedule == "interleaved" and m % max(1, m // p):
+    multi, split = schedule in ("interleaved", "interleaved_zb", "zbv"), schedule in ("interleaved_zb", "zbv")
+    v = 2 if multi and p > 1 else 1
+    if schedule.startswith("interleaved") and m % max(1, m // p):
         m = p * max(1, m // p)
     if p > 1 and stage >= 2:
         stage = 1
     sp = spec(schedule=schedule, p=p, v=v, m=m, stage=stage, f=f, b=2 * f, tf=tf, tb=tf, d=d, buckets=k,
               grad_bucket=bucket, param_bucket=bucket, layer_gather=bucket, layer_scatter=bucket / 2,
-              overlap_grad_reduce=ovg, overlap_param_gather=ovp)
+              overlap_grad_reduce=ovg, overlap_param_gather=ovp, w=f if split and p > 1 else 0.0)
     tl = build(sp)
     for dev in range(p):
         r = read(tl, dev, 6)
         assert r.step == pytest.approx(r.compute + sum(r.exposed) + r.idle, rel=1e-9)
         assert all(0 <= x <= c * (1 + 1e-9) + 1e-12 for x, c in zip(r.exposed, r.comm))
         assert r.compute == pytest.approx(m * v * (f + 2 * f))
-    assert tl.step >= (m * v + p - 1) * (3 * f + 2 * tf) * (1 - 1e-12)
+    fill = 0 if split else p - 1  # zero-bubble schedules may hide the fill behind W
+    assert tl.step >= (m * v + fill) * (3 * f + 2 * tf) * (1 - 1e-12)
 
 
 @pytest.mark.parametrize("sp", [spec(p=4, m=8, stage=1, d=0.05, tf=0.1, tb=0.2),

@@ -42,7 +42,7 @@ def test_cases_cover_valid_invalid_searches_and_layouts():
     assert any(c["input"].get("devices") == "64" for c in searches)
     codes = {code for c in cases if "out" in c for code in c["out"]["codes"]}
     assert {"fits", "too_big", "tp_inter", "gather", "flops", "worst_none", "worst_dp", "worst_tp",
-            "worst_bubble"} <= codes
+            "worst_bubble", "worst_optimizer"} <= codes
     layouts = data["layouts"]
     assert {lane["stream"] for x in layouts for lane in x["timeline"]["lanes"]} == {"compute", "tp", "dp", "pp"}
     assert {b["kind"] for x in layouts for b in x["timeline"]["blocks"]} >= {"F", "B", "dp", "tp", "pp"}

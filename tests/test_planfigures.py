@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 import parallel_budget as pb  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from parallel_budget.book import planfigures, planlayout  # noqa: E402
+from parallel_budget.book import overlapfigure, planfigures, planlayout  # noqa: E402
 from parallel_budget.model.planstep import ROWS  # noqa: E402
 from parallel_budget.model.timeline import exposed_spans  # noqa: E402
 from test_figures import has_cjk, texts  # noqa: E402
@@ -91,5 +91,85 @@ def test_zero3_layers_merge_by_microbatch_not_across_forward_and_backward():
     b = pb.plan_budget(**KW, dp=16, zero_stage=3)
     lay = planlayout.timeline_layout(b)
     compute = [x for x in lay["blocks"] if x["lane"] == 0]
-    assert [(x["kind"], x["label"]) for x in compute] == [("F", "F0"), ("B", "B0"), ("F", "F1"), ("B", "B1")]
-    assert sum(int(re.search(r"等 (\d+) 段", x["title"]).group(1)) for x in compute) == 4 * 32
+    assert [(x["kind"], x["label"]) for x in compute] == [("F", "F0"), ("B", "B0"), ("F", "F1"), ("B", "B1"),
+                                                          ("O", "Opt")]  # the optimizer step stays its own block
+    assert sum(int(re.search(r"等 (\d+) 段", x["title"]).group(1)) for x in compute if x["kind"] != "O") == 4 * 32
+
+
+# --- Phones (issue 32 §6): every chapter-6 figure has a phone variant the page picks by width.
+
+PHONE_BOX_PX = 358  # the width a 390-px screen gives a chapter figure (measured on the built site)
+
+
+def _phone_figures():
+    b = pb.plan_budget(**KW, dp=2, tp=2, pp=4, zero_stage=1, schedule="zbv")
+    z = pb.plan_budget(**KW, dp=16, zero_stage=3)
+    sc = pb.plan_scaling(**KW, dp=16, zero_stage=1)
+    return {
+        "timelines": (planfigures.timelines_figure, ([("DDP", planlayout.timeline_layout(pb.plan_budget(**KW, dp=16))),
+                                                      ("ZeRO-3", planlayout.timeline_layout(z))],)),
+        "zbv": (planfigures.timeline_figure, (planlayout.timeline_layout(b), "ZB-V，PP=4")),
+        "memory": (planfigures.memory_figure, (planlayout.memory_layout(z), "最快方案：DP=16、TP=1、PP=1、ZeRO-3、微批次大小 2")),
+        "scaling": (planfigures.scaling_figure, (planlayout.scaling_layout(sc), "16 卡 ZeRO-1：加速比与效率随跨节点带宽变化")),
+        "overlap": (overlapfigure.overlap_figure, ([("ZeRO-3，每卡网卡 25 GB/s", overlapfigure.overlap_layout(z))],)),
+    }
+
+
+@pytest.mark.parametrize("name", ["timelines", "zbv", "memory", "scaling", "overlap"])
+def test_phone_variant_fits_a_phone_at_full_size(name):
+    """Is each figure's phone variant, as the page shows it (a PNG cropped to everything drawn, legend and labels
+    included), narrower than a 390-px screen's figure box, so it is shown at its own size, text >= MIN_FONT_PT?"""
+    import base64
+    import io
+
+    from matplotlib.text import Text
+    from PIL import Image
+
+    draw, args = _phone_figures()[name]
+    both = planfigures.for_screens("图", draw, *args)
+    html = both._repr_html_()
+    phone_b64, wide_b64 = re.findall(r"base64,([A-Za-z0-9+/=]+)", html)
+    phone_px = Image.open(io.BytesIO(base64.b64decode(phone_b64))).size[0]
+    wide_px = Image.open(io.BytesIO(base64.b64decode(wide_b64))).size[0]
+    assert phone_px <= PHONE_BOX_PX < wide_px, (phone_px, wide_px)
+    assert both.phone.get_size_inches()[0] == planfigures.PHONE_WIDTH
+    sizes = [t.get_fontsize() for t in both.phone.findobj(Text) if t.get_text().strip() and t.get_visible()]
+    assert min(sizes) >= planfigures.MIN_FONT_PT
+
+
+def test_for_screens_is_one_picture_with_the_phone_source_first():
+    """Is the figure one <picture>: the phone PNG for narrow screens, the wide PNG otherwise, with its alt text?"""
+    draw, args = _phone_figures()["zbv"]
+    html = planfigures.for_screens("ZB-V 的时间线 <一步>", draw, *args)._repr_html_()
+    assert html.startswith('<picture class="pb-figure"><source media="(max-width: 720px)" srcset="data:image/png;base64,')
+    assert html.count("data:image/png;base64,") == 2 and html.endswith('alt="ZB-V 的时间线 &lt;一步&gt;"></picture>')
+
+
+def test_zero_bubble_timeline_draws_w_in_its_own_colour():
+    """Does the ZB-V drawing show W blocks (the gradient colour, in the legend) and I blocks as backward?"""
+    from matplotlib.colors import to_hex
+
+    b = pb.plan_budget(**KW, dp=2, tp=2, pp=4, zero_stage=1, schedule="zbv")
+    lay = planlayout.timeline_layout(b)
+    kinds = {x["kind"] for x in lay["blocks"] if lay["lanes"][x["lane"]]["stream"] == "compute"}
+    assert {"F", "B", "W"} <= kinds
+    assert any("权重梯度 W" in x["title"] for x in lay["blocks"]) and any("输入梯度 I" in x["title"] for x in lay["blocks"])
+    fig = planfigures.timeline_figure(lay)
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "权重梯度 W" in legend and "输入梯度 I" in legend
+    colours = {to_hex(c).upper() for ax in fig.axes for coll in ax.collections for c in coll.get_facecolors()}
+    assert planfigures.PLAN_PALETTE["weight"].upper() in colours
+    plain = planfigures.timeline_figure(planlayout.timeline_layout(pb.plan_budget(**KW, dp=2, tp=2, pp=4, zero_stage=1)))
+    assert "权重梯度 W" not in [t.get_text() for lg in plain.legends for t in lg.get_texts()]
+
+
+def test_every_chapter_6_figure_has_a_phone_variant():
+    """Does every figure cell of chapter 6 draw through planfigures.for_screens (wide and phone)?"""
+    md = (ROOT / "book" / "plan-builder.md").read_text(encoding="utf-8")
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", md, re.S)
+    drawing = [c for c in cells if re.search(r"planfigures\.\w+_figure", c)]
+    assert len(drawing) >= 6
+    for c in drawing:
+        last = c.rstrip().splitlines()[-1]
+        assert last.startswith("planfigures.for_screens("), last
+        assert "caption:" in c and "image:" not in c  # the alt text is the picture's own

@@ -23,36 +23,41 @@ from ..model.units import fmt, fmt_percent
 from . import planfigures, planlayout
 from .widgets import Panel, _int, _text
 
-GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw")),
+GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw", "hbm_bw")),
           ("方案", ("dp", "tp", "pp", "zero_stage", "schedule", "recompute")),
-          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "devices")))
+          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "grad_reduce_dtype", "logits", "devices", "dp_nccl")))
 
 
 def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-        overlap_grad_reduce) -> dict:
+        overlap_grad_reduce, grad_reduce_dtype="bf16", hbm_bw="", logits=True, dp_nccl="") -> dict:
     kw = dict(model=model, cluster=cluster, global_batch=global_batch, recompute=recompute, schedule=schedule,
-              overlap_param_gather=overlap_param_gather, overlap_grad_reduce=overlap_grad_reduce)
-    if str(device_memory).strip():
-        kw["device_memory"] = device_memory
-    if str(inter_bw).strip():
-        kw["inter_bw"] = inter_bw
+              overlap_param_gather=overlap_param_gather, overlap_grad_reduce=overlap_grad_reduce,
+              grad_reduce_dtype=grad_reduce_dtype, logits=logits)
+    for k, v in (("device_memory", device_memory), ("inter_bw", inter_bw), ("hbm_bw", hbm_bw)):
+        if str(v).strip():
+            kw[k] = v
+    if str(dp_nccl).strip():  # nccl-tests output of the DP group: its fitted α and bus bandwidth
+        kw["dp_nccl"] = dp_nccl
     return kw
 
 
 def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, dp, tp, pp, zero_stage, schedule,
-            recompute, overlap_param_gather, overlap_grad_reduce, devices):
+            recompute, overlap_param_gather, overlap_grad_reduce, devices, grad_reduce_dtype="bf16", hbm_bw="",
+            logits=True, dp_nccl=""):
     kw = _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
-             overlap_grad_reduce)
+             overlap_grad_reduce, grad_reduce_dtype, hbm_bw, logits, dp_nccl)
     split = dict(dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
     b = plan_budget(**kw, **split)
     m = b.memory
     t_ = planlayout.t_
     rows = [
-        ("每卡显存：状态 + 激活 + 临时缓冲 + 重算工作区",
-         f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.gather)} + {fmt(m.working)} = {fmt(m.total)}"),
+        ("每卡显存：状态 + 激活 + 临时缓冲 + 重算工作区（最后一个阶段另有 logits）",
+         f"{fmt(m.states)} + {fmt(m.activations)} + {fmt(m.gather)} + {fmt(m.working)}（logits {fmt(m.logits)}）"
+         f"，最多的一张卡 {fmt(m.total)}"),
         ("放得下吗", "放得下" if b.fits else "放不下"),
         ("步时：计算 / 暴露的通信 / 气泡", f"{t_(b.step.magnitude)}：{t_(b.compute.magnitude)} / "
                                       f"{t_(b.exposed_comm.magnitude)} / {t_(b.bubble.magnitude)}"),
+        ("其中优化器步（按显存带宽）", t_(b.optimizer.magnitude)),
         ("效率 / MFU / HFU", f"{fmt_percent(b.efficiency)} / {fmt_percent(b.mfu)} / {fmt_percent(b.hfu)}"),
     ]
     rows += [(f"{c.name}（{c.what}，{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
@@ -117,7 +122,8 @@ class PlanPanel(Panel):
 
 def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_batch=1, device_memory="", inter_bw="",
                dp=16, tp=1, pp=1, zero_stage=2, schedule="1f1b", recompute="none", overlap_param_gather=False,
-               overlap_grad_reduce=True, devices=16, drawings=True) -> Panel:
+               overlap_grad_reduce=True, devices=16, drawings=True, grad_reduce_dtype="bf16", hbm_bw="",
+               logits=True, dp_nccl="") -> Panel:
     """A panel for one plan of a preset model and cluster, the search's best splits and the three drawings."""
     def dropdown(options, value, label):
         return widgets.Dropdown(options=options, value=value, description=label)
@@ -131,10 +137,15 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "inter_bw": _text(inter_bw, "跨节点带宽，每卡（留空按预设）"),
         "dp": _int(dp, 1, 4096, "DP"), "tp": _int(tp, 1, 4096, "TP"), "pp": _int(pp, 1, 4096, "PP"),
         "zero_stage": dropdown([0, 1, 2, 3], zero_stage, "ZeRO 阶段"),
-        "schedule": dropdown(["1f1b", "gpipe", "interleaved"], schedule, "流水线调度"),
+        "schedule": dropdown(["1f1b", "gpipe", "interleaved", "interleaved_zb", "zbv"], schedule, "流水线调度"),
         "recompute": dropdown(["none", "selective", "full"], recompute, "重算"),
         "overlap_param_gather": widgets.Checkbox(value=overlap_param_gather, description="参数 all-gather 与下一步前向重叠"),
         "overlap_grad_reduce": widgets.Checkbox(value=overlap_grad_reduce, description="梯度归约跟在反向后面"),
         "devices": _int(devices, 1, 4096, "搜索的卡数"),
+        "grad_reduce_dtype": dropdown(["bf16", "fp32"], grad_reduce_dtype, "梯度归约精度"),
+        "hbm_bw": _text(hbm_bw, "显存带宽（留空按预设）"),
+        "logits": widgets.Checkbox(value=logits, description="计入最后一个阶段的 logits"),
+        "dp_nccl": widgets.Textarea(value=dp_nccl, description="DP 组 nccl-tests 输出（可留空）",
+                                    style={"description_width": "initial"}, layout=widgets.Layout(width="100%")),
     }
     return PlanPanel("方案构建器：显存、通信与一步的时间线", controls, _render, drawings)

@@ -24,17 +24,20 @@ import json
 import re
 from pathlib import Path
 
+from ..model.calibration import nccl_tests_text
 from ..model.plan import plan_budget
 from ..model.planreport import verdict_codes
 from ..model.plansearch import search_plans
 from ..model.scaling import plan_scaling
-from ..model.schedule import interleave_problem
+from ..model.schedule import MULTI, schedule_problem
 from ..model.units import parse
 from . import planlayout
 from .calculators import _f, _field_value
 from .vectors import write
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "vectors" / "plan.json"
+#: the builder's calibration inputs (nccl-tests text per group; not form fields, plan.js CALIBRATION)
+CALIBRATION = ("dp_nccl", "tp_nccl")
 YN = ["yes", "no"]
 
 # Defaults: the chapter's example, Llama 2 7B on 2 × 8 A100 40GB (presets llama2-7b, a100-40gb).
@@ -57,20 +60,25 @@ FIELDS = [
     _f("peak_tflops", "num", "312", 0, 1e6, lo_open=True),
     _f("dp", "int", "16", 1, 4096), _f("tp", "int", "1", 1, 4096), _f("pp", "int", "1", 1, 4096),
     _f("zero_stage", "select", "2", options=["0", "1", "2", "3"]),
-    _f("schedule", "select", "1f1b", options=["1f1b", "gpipe", "interleaved"]),
+    _f("schedule", "select", "1f1b", options=["1f1b", "gpipe", "interleaved", "interleaved_zb", "zbv"]),
     _f("virtual_stages", "int", "2", 1, 64),
     _f("recompute", "select", "none", options=["none", "selective", "full"]),
     _f("sequence_parallel", "select", "yes", options=YN),
     _f("hfu", "num", "0.4", 0, 1, lo_open=True),
     _f("latency", "num", "5", 0, 1e6),  # microseconds per ring round
     _f("bucket", "num", "25", 0, 1e6, lo_open=True),  # MiB per gradient bucket
-    _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "2", 0, 64, lo_open=True),
+    _f("param_bytes", "num", "2", 0, 64, lo_open=True), _f("grad_bytes", "num", "", 0, 64, lo_open=True, optional=True),
     _f("optim_bytes", "num", "12", 0, 64),
     _f("compute", "num", "", 0, 1e7, lo_open=True, optional=True),  # seconds, one device, whole batch
     _f("overlap_grad_reduce", "select", "yes", options=YN), _f("overlap_param_gather", "select", "no", options=YN),
     _f("devices", "int", "16", 1, 4096),  # the search's device count
+    # third edition: gradient precision, optimizer step, logits (empty grad_bytes: from grad_reduce_dtype)
+    _f("grad_reduce_dtype", "select", "bf16", options=["bf16", "fp32"]),
+    _f("hbm_bw", "num", "1555", 0, 1e6, lo_open=True),  # GB/s of the card's memory
+    _f("optimizer_traffic", "num", "28", 0, 1e3),  # bytes moved per parameter updated
+    _f("logits", "select", "yes", options=YN),
 ]
-OPTIONAL = {"params", "compute"}
+OPTIONAL = {"params", "compute", "grad_bytes"}
 SPLIT = ("dp", "tp", "pp", "zero_stage", "micro_batch")
 _ARG = re.compile(r"参数 ([A-Za-z_]+)")
 
@@ -99,16 +107,19 @@ def _kwargs(v: dict) -> dict:
     kw.update({k: v[k] == "yes" for k in ("gated", "dropout", "flash_attention", "sequence_parallel",
                                           "overlap_grad_reduce", "overlap_param_gather")})
     kw.update(
-        schedule=v["schedule"], recompute=v["recompute"], param_bytes=v["param_bytes"], grad_bytes=v["grad_bytes"],
-        optim_bytes=v["optim_bytes"], latency=v["latency"] * 1e-6, bucket=v["bucket"] * 2 ** 20, hfu=v["hfu"],
+        schedule=v["schedule"], recompute=v["recompute"], param_bytes=v["param_bytes"],
+        grad_reduce_dtype=v["grad_reduce_dtype"], hbm_bw=v["hbm_bw"] * 1e9, optimizer_traffic=v["optimizer_traffic"],
+        logits=v["logits"] == "yes", optim_bytes=v["optim_bytes"], latency=v["latency"] * 1e-6, bucket=v["bucket"] * 2 ** 20, hfu=v["hfu"],
         device_memory=parse(f"{v['device_memory']!r} {v['memory_unit']}", "bytes").magnitude,
         intra_bw=parse(f"{v['intra_bw']!r} {v['intra_unit']}", "bandwidth").magnitude,
         inter_bw=parse(f"{v['inter_bw']!r} {v['inter_unit']}", "bandwidth").magnitude,
     )
-    if v["schedule"] == "interleaved":
+    if v["schedule"] in MULTI:
         kw["virtual_stages"] = int(v["virtual_stages"])
     if v["params"] is not None:
         kw["params"] = v["params"]
+    if v["grad_bytes"] is not None:
+        kw["grad_bytes"] = v["grad_bytes"]
     if v["compute"] is not None:
         kw["compute"] = v["compute"]
     else:
@@ -132,8 +143,8 @@ def _split_errors(v: dict) -> list:
         errors.append("micro_batch")
     elif pp > 1 and dp > 1 and int(v["zero_stage"]) >= 2:
         errors.append("zero_stage")
-    elif pp > 1 and v["schedule"] == "interleaved" and interleave_problem(
-            int(v["layers"]), pp, int(v["virtual_stages"]), int(v["global_batch"]) // (dp * mb)):
+    elif pp > 1 and v["schedule"] in MULTI and schedule_problem(
+            v["schedule"], int(v["layers"]), pp, int(v["virtual_stages"]), int(v["global_batch"]) // (dp * mb)):
         errors.append("virtual_stages")
     return errors
 
@@ -144,12 +155,14 @@ def budget_out(b, scaling) -> dict:
     return {
         "params": b.params, "microbatches": b.microbatches, "in_flight": m.in_flight, "fits": b.fits,
         "memory": {k: getattr(m, k).magnitude for k in ("param_state", "grad_state", "optim_state", "states",
-                                                         "activations", "gather", "working", "temporary", "total")},
+                                                         "activations", "gather", "working", "temporary", "total",
+                                                         "logits")},
         "comm": [[c.name, c.what, c.group, c.ranks, c.link, c.calls, c.bytes.magnitude, c.overlappable,
                   c.time.magnitude, c.exposed.magnitude] for c in b.comm],
         **{k: getattr(b, k).magnitude for k in ("compute", "ideal", "hidden_comm", "exposed_comm", "bubble", "step",
                                                 "tokens_per_s")},
         "efficiency": b.efficiency, "mfu": b.mfu, "hfu": b.hfu, "zero_stage": b.zero_stage,
+        "optimizer": b.optimizer.magnitude,
         "split": [b.dp, b.tp, b.pp, b.zero_stage, b.micro_batch],
         "codes": list(verdict_codes(b)), "scaling": planlayout.scaling_layout(scaling),
     }
@@ -163,6 +176,7 @@ def _plan(inputs: dict):
     if errors:
         return errors
     kw = _kwargs(values)
+    kw.update({k: inputs[k] for k in CALIBRATION if str(inputs.get(k, "")).strip()})  # nccl-tests text per group
     split = {k: int(values[k]) for k in SPLIT}
     try:
         return kw, split, plan_budget(**kw, **split), plan_scaling(**kw, **split), int(values["devices"])
@@ -197,6 +211,8 @@ LAYOUT_CASES = [
     {}, {"zero_stage": "0"}, {"zero_stage": "1", "overlap_param_gather": "yes"}, {"zero_stage": "3"},
     {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1"},
     {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "0", "schedule": "interleaved"},
+    {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved_zb"},
+    {"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "zbv"},
     {"dp": "1", "tp": "2", "pp": "8", "zero_stage": "0", "schedule": "gpipe", "global_batch": "8"},
 ]
 
@@ -217,12 +233,26 @@ def _cases():
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "1f1b"}, False),
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved"}, False),
         ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "4"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "interleaved_zb"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "0", "schedule": "interleaved_zb", "virtual_stages": "4"}, False),
+        ({"dp": "2", "tp": "2", "pp": "4", "zero_stage": "1", "schedule": "zbv"}, False),
+        ({"dp": "1", "tp": "4", "pp": "4", "zero_stage": "0", "schedule": "zbv", "recompute": "full"}, False),
+        ({"dp": "2", "tp": "1", "pp": "8", "zero_stage": "1", "schedule": "zbv", "global_batch": "64"}, False),
+        ({"schedule": "zbv", "devices": "32", "global_batch": "64"}, True),
+        ({"schedule": "interleaved_zb", "devices": "16", "global_batch": "32"}, True),
         ({"dp": "1", "tp": "8", "pp": "2", "zero_stage": "0", "sequence_parallel": "no"}, False),
         ({"dp": "1", "tp": "16", "pp": "1", "zero_stage": "0"}, False),
         ({"dp": "8", "tp": "2", "zero_stage": "3", "micro_batch": "2"}, False),
         ({"zero_stage": "0", "overlap_grad_reduce": "no"}, False),
         ({"zero_stage": "3", "overlap_grad_reduce": "no"}, False),
         ({"zero_stage": "1", "overlap_param_gather": "yes"}, False),
+        ({"grad_reduce_dtype": "fp32"}, True), ({"grad_reduce_dtype": "fp32", "zero_stage": "0"}, False),
+        ({"grad_bytes": "3"}, False), ({"logits": "no"}, True), ({"optimizer_traffic": "0", "zero_stage": "0"}, False),
+        ({"optimizer_traffic": "0", "dp": "1", "zero_stage": "0"}, False),
+        ({"hbm_bw": "3350", "zero_stage": "1"}, False), ({"global_batch": "1024", "devices": "16"}, True),
+        ({"dp": "1", "tp": "2", "pp": "8", "zero_stage": "0", "global_batch": "8"}, False),
+        ({"dp": "4", "tp": "1", "pp": "4", "zero_stage": "1"}, False),
+        ({"grad_reduce_dtype": "fp16"}, False), ({"hbm_bw": "0"}, False), ({"optimizer_traffic": "-1"}, False),
         ({"compute": "160"}, False), ({"compute": "160", "peak_tflops": "x"}, False),
         ({"dp": "1", "zero_stage": "0"}, False), ({"params": "7.5B"}, False), ({"gated": "no", "ffn": "16384"}, False), ({"dropout": "yes"}, False),
         ({"flash_attention": "no", "recompute": "selective"}, False), ({"latency": "0"}, False),
@@ -232,12 +262,19 @@ def _cases():
           "global_batch": "64", "dp": "4", "tp": "8", "pp": "4", "zero_stage": "1", "devices": "128"}, True),
         ({"layers": "2", "hidden": "64", "heads": "4", "kv_heads": "4", "seq": "16", "vocab": "100", "ffn": "256",
           "global_batch": "8", "dp": "2", "tp": "2", "pp": "2", "zero_stage": "1", "devices": "8"}, True),
+        ({"zero_stage": "3", "dp_nccl": nccl_tests_text("all-reduce", 16, "60 us", "150 GB/s")}, False),
+        ({"dp": "2", "tp": "8", "zero_stage": "1", "dp_nccl": nccl_tests_text("reduce-scatter", 2, "20 us", "20 GB/s"),
+          "tp_nccl": nccl_tests_text("all-reduce", 8, "15 us", "200 GB/s", dtype="bfloat16")}, False),
+        ({"dp_nccl": "hello"}, False), ({"tp": "8", "dp": "2", "tp_nccl": "# nThread 1 nGpus 1\n"}, False),
         # invalid fields
         ({"layers": "0"}, False), ({"hidden": "4097"}, False), ({"kv_heads": "5"}, False), ({"tp": "3"}, False),
         ({"kv_heads": "8", "tp": "16"}, False), ({"pp": "5"}, False), ({"micro_batch": "3"}, False),
         ({"dp": "0"}, False), ({"zero_stage": "4"}, False), ({"pp": "2", "dp": "8", "zero_stage": "3"}, False),
         ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "3"}, False),
         ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "interleaved", "virtual_stages": "1"}, False),
+        ({"pp": "4", "dp": "4", "zero_stage": "1", "schedule": "zbv", "virtual_stages": "3"}, False),
+        ({"pp": "4", "dp": "4", "zero_stage": "0", "schedule": "interleaved_zb", "virtual_stages": "3"}, False),
+        ({"pp": "4", "dp": "2", "zero_stage": "1", "schedule": "interleaved_zb", "global_batch": "22"}, False),
         ({"schedule": "zigzag"}, False), ({"recompute": "half"}, False), ({"inter_bw": "0"}, False),
         ({"inter_unit": "GB"}, False), ({"device_memory": "-1"}, False), ({"hfu": "0"}, False),
         ({"hfu": "1.5"}, False), ({"params": "lots"}, False), ({"latency": "abc"}, False),

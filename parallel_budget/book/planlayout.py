@@ -32,6 +32,7 @@ ROW_ZH = {"dp_allreduce": "DP all-reduce", "dp_reduce_scatter": "DP reduce-scatt
           "dp_all_gather_backward": "DP all-gather（反向）", "tp": "TP 集合通信", "pp": "PP 点对点"}
 SHORT = {"dp_allreduce": "AR", "dp_reduce_scatter": "RS", "dp_all_gather": "AG", "dp_all_gather_backward": "AG"}
 MERGE = 200  # blocks closer than step / MERGE (3 px of a 600-px drawing) merge
+NARROW = 200  # a compute block shorter than step / NARROW joins the one before (a zero-bubble F, I or W is ~1 %)
 MEMORY = (("param_state", "参数"), ("grad_state", "梯度"), ("optim_state", "优化器状态"), ("activations", "激活"),
           ("gather", "临时缓冲"), ("working", "重算工作区"))
 
@@ -50,12 +51,18 @@ def _stream_of(row: int) -> str:
     return name if name in ("tp", "pp") else "dp"
 
 
+#: Compute blocks: forward, backward, and the zero-bubble schedules' two halves of a backward.
+COMPUTE_ZH = {"F": "前向", "B": "反向", "I": "反向（输入梯度 I）", "W": "反向（权重梯度 W）"}
+
+
 def _what(e, zero3: bool) -> tuple:
     """(kind, short label, hover text without duration) of one event."""
     kind, k, j = e.tag
+    if e.stream == "compute" and kind == "O":
+        return "O", "Opt", "优化器步"
     if e.stream == "compute":
         where = f"第 {k + 1} 层" if zero3 else f"阶段 {k}"
-        return ("F" if kind == "F" else "B", f"{kind}{j}", f"{'前向' if kind == 'F' else '反向'} {where} 微批次 {j}")
+        return (kind if kind in ("F", "W") else "B", f"{kind}{j}", f"{COMPUTE_ZH[kind]} {where} 微批次 {j}")
     name = ROW_ZH[ROWS[e.row]]
     if e.stream.startswith("pp"):
         return "pp", "", f"{name}：阶段 {k} 收到微批次 {j} 的{'激活' if e.stream == 'pp_act' else '梯度'}"
@@ -75,14 +82,16 @@ def _merge_pass(blocks: list, gap: float, narrow: float) -> list:
     out = []
     for b in blocks:
         last = out[-1] if out else None
-        if last and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or b[1] - b[0] < narrow):
+        alone = "O" in (last[2], b[2]) if last else False  # the optimizer step stays its own block
+        if last and not alone and b[0] - last[1] <= gap and ((last[2] == b[2] and last[3] == b[3]) or
+                                                              b[1] - b[0] < narrow):
             last[1] = max(last[1], b[1])
             last[5] += b[5]
             last[6] += b[6]
             if last[3] != b[3]:
                 last[3] = ""
-            if last[2] != b[2]:
-                last[2], last[4] = "C", "前向与反向"
+            if last[2] != b[2]:  # a backward's two halves (I, W) are still a backward
+                last[2], last[4] = ("B", "反向") if {last[2], b[2]} <= {"B", "W"} else ("C", "前向与反向")
         else:
             out.append(list(b))
     return out
@@ -102,7 +111,7 @@ def timeline_layout(b) -> dict:
     """Lanes, blocks and marks of one step (seconds), from :attr:`PlanBudget.timeline`."""
     events = b.timeline
     step = b.step.magnitude
-    gap, narrow, tiny = step / MERGE, step / 100, step / 2000
+    gap, narrow, tiny = step / MERGE, step / NARROW, step / 2000
     zero3 = b.zero_stage == 3 and b.dp > 1
     lanes, blocks, marks = [], [], []
     by_device = {d: [] for d in shown_devices(b.pp)}
@@ -138,6 +147,9 @@ def memory_layout(b) -> dict:
     """The memory bar: parts (key, label, bytes), their total and the device's memory."""
     m = b.memory
     parts = [{"key": k, "label": label, "bytes": getattr(m, k).magnitude} for k, label in MEMORY]
+    # the logits: on the first rank when it is the last stage, else what the last stage holds beyond the first
+    parts.append({"key": "logits", "label": "logits（最后一个阶段）",
+                  "bytes": max(0.0, m.total.magnitude - sum(p["bytes"] for p in parts))})
     return {"parts": parts, "total": m.total.magnitude, "capacity": b.settings["device_memory"], "fits": b.fits}
 
 

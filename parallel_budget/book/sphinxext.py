@@ -52,8 +52,9 @@ CALC_JS = ("calc/model.js", "calc/ui.js", "calc/record.js", "calc/main.js")
 CALC_CSS = "calc/calc.css"
 MOUNT = re.compile(r"""class=["'][^"']*\bpb-(?:calc|record)\b""")
 # The plan builder (its step timeline, model and view, larger scripts) only where it is mounted, in this order,
-# after model.js and before main.js (plan.js needs plantimeline.js, planview.js needs plan.js).
-PLAN_JS = ("calc/plantimeline.js", "calc/plan.js", "calc/planview.js")
+# after model.js and before main.js (plantimeline.js needs planschedule.js, plan.js needs plantimeline.js and
+# nccltests.js, planview.js needs plan.js).
+PLAN_JS = ("calc/planschedule.js", "calc/plantimeline.js", "calc/nccltests.js", "calc/plan.js", "calc/planview.js")
 PLAN_CSS = "calc/plan.css"
 KINDS = re.compile(r"""data-calc=["'](\w+)["']""")
 # Practice boxes and the progress summary (parallel_budget.questions.site): model.js for the formulas.

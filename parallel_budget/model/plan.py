@@ -11,12 +11,14 @@ returns those that fit, fastest first.
   model's options) times the layers of one stage times the (stage,
   microbatch) pairs the first pipeline rank holds at its peak, read off the
   schedule (:mod:`.schedule`); ZeRO-3's gathered layers and the working set
-  of recomputation.
+  of recomputation; the last stage's logits of one microbatch (16-bit and
+  their fp32 up-cast; with a pipeline the device that needs more counts).
 * Time: the events of one step (:mod:`.planstep`): compute of each stage and
   microbatch at the given hardware FLOPs utilization (``hfu``: recomputation
   runs at that rate too), the TP, DP and pipeline collectives at α-β speed on
   their links, scheduled as DDP, ZeRO-1/2/3, Megatron TP and the pipeline
-  schedule do (:mod:`.timeline`).  Step time, exposed communication (per
+  schedule do (:mod:`.timeline`), each pipeline boundary on the link it
+  uses, and the optimizer step (HBM-bound, on each device's shard).  Step time, exposed communication (per
   collective) and the bubble are read off that timeline on the first pipeline
   rank; step = compute + exposed + bubble there.
 * Throughput: tokens/s = global batch · seq / step; efficiency = compute
@@ -40,7 +42,7 @@ from .planreport import assumptions, verdict, verdict_codes  # noqa: F401 (verdi
 from .planstep import AG, AGB, AR, PPR, RS, TPR, StepSpec, build
 from .plansettings import FUNC, settings
 from .presets import MODELS
-from .schedule import peak_in_flight
+from .schedule import MULTI, SPLIT, in_flight, peak_in_flight, pipeline_order, stage_rank
 from .units import Q_, as_count
 
 SHAPES = MODELS  # public model shapes and their training options (presets.py)
@@ -75,7 +77,8 @@ class PlanMemory:
     working: pint.Quantity  # working set of recomputation
     temporary: pint.Quantity  # gather + working
     total: pint.Quantity
-    in_flight: int  # (stage, microbatch) activations the first pipeline rank holds at its peak
+    in_flight: int  # (stage, microbatch) activations the pipeline rank that holds the most holds at its peak
+    logits: pint.Quantity = Q_(0.0, "B")  # the last stage's logits of one microbatch (16-bit + fp32 up-cast)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class PlanBudget:
     fits: bool
     mfu: float | None = None  # None when compute was measured (no peak to compare with)
     hfu: float | None = None
+    optimizer: pint.Quantity = Q_(0.0, "s")  # the optimizer step on one device's shard (part of compute)
 
     @property
     def devices(self) -> int:
@@ -110,7 +114,7 @@ class PlanBudget:
 
     @property
     def virtual_stages(self) -> int:
-        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] == "interleaved" else 1
+        return self.settings["virtual_stages"] if self.pp > 1 and self.settings["schedule"] in MULTI else 1
 
     @cached_property
     def timeline(self) -> tuple:
@@ -140,9 +144,15 @@ class PlanBudget:
         )
 
 
+def _group(s: dict, group: str, latency: float, bandwidth: float) -> tuple:
+    """(α per ring round, bus bandwidth) of the DP or TP group: fitted to nccl-tests when given, else the datasheet's."""
+    fit = s.get(f"{group}_fit")
+    return (latency, bandwidth) if fit is None else (fit[2], fit[3])
+
+
 def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     """Durations of the step's events (seconds) from the settings and the split."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     layers = s["layers"] // (pp * v)
     sp = s["sequence_parallel"] and tp > 1
@@ -160,30 +170,36 @@ def _spec(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> StepSpec:
     # TP: all-reduces of b·s·h activations (or all-gather + reduce-scatter, the same time in the α-β model)
     tf = tb = d = 0.0
     intra, inter = s["intra_bw"], s["inter_bw"]
+    tlat, tbw = _group(s, "tp", lat, T.group_bandwidth(1, tp, per_node, intra, inter))
     if tp > 1:
-        ar = T.call_time("all-reduce", tp, lat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES,
-                         T.group_bandwidth(1, tp, per_node, intra, inter))
+        ar = T.call_time("all-reduce", tp, tlat, mb * s["seq"] * s["hidden"] * T.ACT_BYTES, tbw)
         tf, tb = layers * 2 * ar, layers * (4 if s["recompute"] == "full" else 2) * ar
-    if pp > 1:
+    boundary = ()
+    if pp > 1:  # a boundary inside a node uses the node's link, one between nodes a network port
         msg = mb * s["seq"] * s["hidden"] * T.ACT_BYTES / (tp if sp else 1)
         d = T.call_time("send", pp, lat, msg, bw[T.link(tp * dp, pp, per_node)])
+        boundary = tuple(T.call_time("send", pp, lat, msg, bw[lk])
+                         for lk in T.boundary_links(tp, dp, pp, per_node))
     k = max(1, math.ceil(grads / v / s["bucket"]))
-    dbw = T.group_bandwidth(tp, dp, per_node, intra, inter)
+    dlat, dbw = _group(s, "dp", lat, T.group_bandwidth(tp, dp, per_node, intra, inter))
     coll = "all-reduce" if stage == 0 else "reduce-scatter"
     return StepSpec(
         schedule=s["schedule"] if pp > 1 else "1f1b", p=pp, v=v, m=m, stage=stage, dp=dp > 1, layers=layers,
         f=layers * fwd, b=layers * (2 * fwd + extra), tf=tf, tb=tb, d=d, buckets=k,
-        grad_bucket=T.call_time(coll, dp, lat, grads / v / k, dbw),
-        param_bucket=T.call_time("all-gather", dp, lat, params / v / k, dbw),
-        layer_gather=T.call_time("all-gather", dp, lat, params / s["layers"], dbw),
-        layer_scatter=T.call_time("reduce-scatter", dp, lat, grads / s["layers"], dbw),
+        grad_bucket=T.call_time(coll, dp, dlat, grads / v / k, dbw),
+        param_bucket=T.call_time("all-gather", dp, dlat, params / v / k, dbw),
+        layer_gather=T.call_time("all-gather", dp, dlat, params / s["layers"], dbw),
+        layer_scatter=T.call_time("reduce-scatter", dp, dlat, grads / s["layers"], dbw),
         overlap_grad_reduce=s["overlap_grad_reduce"], overlap_param_gather=s["overlap_param_gather"],
+        optimizer=T.optimizer_time(shard / (dp if stage else 1), s["optimizer_traffic"], s["hbm_bw"]),
+        boundary=boundary,
+        w=layers * fwd if pp > 1 and s["schedule"] in SPLIT else 0.0,  # W: half of backward's 2·fwd
     )
 
 
 def _memory(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     """Per-device bytes of one split (floats)."""
-    v = s["virtual_stages"] if pp > 1 and s["schedule"] == "interleaved" else 1
+    v = s["virtual_stages"] if pp > 1 and s["schedule"] in MULTI else 1
     m = s["global_batch"] // (dp * mb)
     shard = s["params"] / (tp * pp)
     p_st, g_st, o_st, states = T.zero_state(shard, dp, stage, s["param_bytes"], s["grad_bytes"], s["optim_bytes"])
@@ -193,10 +209,16 @@ def _memory(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     flight = peak_in_flight(s["schedule"], pp, m, v) if pp > 1 else 1
     acts = stored * (s["layers"] // (pp * v)) * flight
     gather = (2 * s["param_bytes"] + s["grad_bytes"]) * shard / s["layers"] if stage == 3 and dp > 1 else 0.0
+    logits = T.logits_bytes(s["seq"], mb, s["vocab"], tp) if s["logits"] else 0.0
     total = states + acts + gather + working
+    if pp == 1:  # the first rank is the last stage: it holds the logits too
+        total += logits
+    else:  # the last stage's rank (pp − 1; 0 in ZB-V's V) holds the logits: the device that needs the most counts
+        last = in_flight(pipeline_order(s["schedule"], pp, m, v)[stage_rank(s["schedule"], pp, pp * v - 1)])
+        total = max(total, states + stored * (s["layers"] // (pp * v)) * last + gather + working + logits)
     return {"m": m, "param_state": p_st, "grad_state": g_st, "optim_state": o_st, "states": states,
             "activations": acts, "gather": gather, "working": working, "temporary": gather + working,
-            "total": total, "in_flight": flight, "fits": total <= s["device_memory"]}
+            "total": total, "in_flight": flight, "fits": total <= s["device_memory"], "logits": logits}
 
 
 def _rows(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, sp_: StepSpec) -> list:
@@ -246,7 +268,7 @@ def _time(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> dict:
     ideal = s["compute_single"] / n if s["compute_single"] is not None else model / (n * s["peak_flops"] * s["hfu"])
     exposed = sum(x[10] for x in rows)
     peak = s["peak_flops"]
-    return {"rows": rows, "compute": r.compute, "ideal": ideal, "hidden_comm": sum(x[9] for x in rows) - exposed,
+    return {"rows": rows, "compute": r.compute, "ideal": ideal, "optimizer": spec.optimizer, "hidden_comm": sum(x[9] for x in rows) - exposed,
             "exposed_comm": exposed, "bubble": r.idle, "step": r.step,
             "tokens_per_s": s["global_batch"] * s["seq"] / r.step, "efficiency": ideal / r.step,
             "mfu": None if peak is None else model / (r.step * n * peak),
@@ -259,7 +281,7 @@ _MEM = ("param_state", "grad_state", "optim_state", "states", "activations", "ga
 
 
 def _budget(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, c: dict) -> PlanBudget:
-    mem = PlanMemory(*(Q_(c[k], _B) for k in _MEM), in_flight=c["in_flight"])
+    mem = PlanMemory(*(Q_(c[k], _B) for k in _MEM), in_flight=c["in_flight"], logits=Q_(c["logits"], _B))
     comm = tuple(Collective(name, what, group, ranks, lk, calls, Q_(sent, _B), Q_(t, _S), ov, Q_(x, _S))
                  for _, name, what, group, ranks, lk, calls, sent, ov, t, x in c["rows"])
     return PlanBudget(
@@ -267,7 +289,7 @@ def _budget(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int, c: dict) ->
         params=s["params"], memory=mem, comm=comm, compute=Q_(c["compute"], _S), ideal=Q_(c["ideal"], _S),
         hidden_comm=Q_(c["hidden_comm"], _S), exposed_comm=Q_(c["exposed_comm"], _S), bubble=Q_(c["bubble"], _S),
         step=Q_(c["step"], _S), tokens_per_s=Q_(c["tokens_per_s"], _PER_S), efficiency=c["efficiency"],
-        fits=c["fits"], mfu=c["mfu"], hfu=c["hfu"],
+        fits=c["fits"], mfu=c["mfu"], hfu=c["hfu"], optimizer=Q_(c["optimizer"], _S),
     )
 
 
@@ -292,7 +314,7 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     the global batch stays fixed, so each replica runs
     global_batch/(dp·micro_batch) microbatches.  Plan: ``dp``, ``tp``, ``pp``,
     ``zero_stage`` (0-3; 2 and 3 only without pipeline), ``schedule``
-    ("gpipe" | "1f1b" | "interleaved", with ``virtual_stages``), ``recompute``
+    ("gpipe" | "1f1b" | "interleaved" | "interleaved_zb" | "zbv", the last three with ``virtual_stages``), ``recompute``
     ("none" | "selective" | "full"), ``sequence_parallel``.  Bytes per parameter:
     ``param_bytes``, ``grad_bytes``, ``optim_bytes``.  Cluster: ``devices_per_node``,
     ``device_memory``, ``intra_bw``, ``inter_bw`` (one-way effective bandwidth
@@ -303,12 +325,21 @@ def plan_budget(*, dp=1, tp=1, pp=1, zero_stage=0, micro_batch=1, **kw) -> PlanB
     utilization while computing; recomputation counts).  Overlap:
     ``bucket`` (gradient bucket size, PyTorch DDP's 25 MiB), ``overlap_grad_reduce``,
     ``overlap_param_gather`` (Megatron-LM's flags of the same names).
+    Third edition: ``grad_reduce_dtype`` ("bf16" | "fp32": gradient bytes held
+    and reduced, 2 or 4, unless ``grad_bytes`` is given; Megatron-LM reduces in
+    fp32 unless ``--grad-reduce-in-bf16``), ``hbm_bw`` (memory bandwidth per
+    device, preset per card) and ``optimizer_traffic`` (bytes moved per updated
+    parameter, 28) for the optimizer step, ``logits`` (count the last stage's logits).
+    Calibration (:mod:`.calibration`): ``dp_nccl``, ``tp_nccl`` (a
+    :func:`.calibration.fit_nccl_tests` result or the nccl-tests text) replace
+    the DP or TP group's α and bandwidth by the fitted ones; ``measured`` names
+    the other inputs that were measured rather than read off a datasheet.
 
     >>> b = plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=1)
     >>> b.fits, b.microbatches
     (False, 2)
     >>> plan_budget(model="llama2-7b", cluster="a100-40gb", global_batch=32, dp=16, zero_stage=1,
-    ...             recompute="selective").fits
+    ...             recompute="full").fits
     True
     """
     s = settings(**kw)

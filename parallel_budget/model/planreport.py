@@ -12,11 +12,14 @@ on the step, the sentence says the missing share is recomputation.
 
 from __future__ import annotations
 
-from .units import Q_, fmt, fmt_count, fmt_percent
+from .schedule import SPLIT
+from .units import Q_, _trim, fmt, fmt_count, fmt_percent
 
 LINK_ZH = {"intra": "节点内链路", "inter": "跨节点链路"}
-WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡"}
-SCHEDULE_ZH = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "交错式 1F1B"}
+WORST_ZH = {"dp": "暴露的 DP/ZeRO 通信", "tp": "TP 通信", "pp": "暴露的 PP 点对点通信", "bubble": "流水线气泡",
+            "optimizer": "优化器步"}
+SCHEDULE_ZH = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "交错式 1F1B", "interleaved_zb": "交错式零气泡（ZB-1P）",
+               "zbv": "零气泡 ZB-V"}
 
 
 def _t(x) -> str:
@@ -26,9 +29,10 @@ def _t(x) -> str:
 
 
 def overheads(b) -> dict:
-    """Seconds of each overhead on the step besides compute (exposed communication by group, bubble)."""
+    """Seconds of each overhead on the step besides model compute (exposed communication by group, bubble, optimizer)."""
     out = {g: sum(c.exposed.magnitude for c in b.comm if c.group == g) for g in ("dp", "tp", "pp")}
     out["bubble"] = b.bubble.magnitude
+    out["optimizer"] = b.optimizer.magnitude
     return out
 
 
@@ -40,8 +44,8 @@ def _gather(b):
 
 
 def verdict_codes(b) -> tuple:
-    """Reason codes: fits/too_big, batch, units, overlap, tp_inter?, gather?, flops?, dominant overhead."""
-    codes = ["fits" if b.fits else "too_big", "batch", "units", "overlap"]
+    """Reason codes: fits/too_big, batch, units, measured, overlap, tp_inter?, gather?, flops?, dominant overhead."""
+    codes = ["fits" if b.fits else "too_big", "batch", "units", "measured", "overlap"]
     if b.tp > 1 and any(c.group == "tp" and c.link == "inter" for c in b.comm):
         codes.append("tp_inter")
     if _gather(b) is not None:
@@ -56,7 +60,8 @@ def verdict_codes(b) -> tuple:
 def _memory(b, verb: str, sign: str) -> str:
     m, mem = b.memory, Q_(b.settings["device_memory"], "B")
     return (f"{verb}：每卡 {fmt(m.total)} {sign} 显存 {fmt(mem)}（模型状态 {fmt(m.states)}，激活 {fmt(m.activations)}，"
-            f"临时缓冲 {fmt(m.gather)}，重算工作区 {fmt(m.working)}）。")
+            f"临时缓冲 {fmt(m.gather)}，重算工作区 {fmt(m.working)}"
+            + (f"；最后一个阶段另有 logits {fmt(m.logits)}" if m.logits.magnitude else "") + "）。")
 
 
 def _sentence(b, code: str) -> str:
@@ -71,7 +76,10 @@ def _sentence(b, code: str) -> str:
     if code == "units":
         intra, inter = Q_(s["intra_bw"], "B/s"), Q_(s["inter_bw"], "B/s")
         return (f"带宽按字节读：节点内 {fmt(intra)}（= {fmt(intra, 'Gb/s', 4)}），"
-                f"跨节点 {fmt(inter)}（= {fmt(inter, 'Gb/s', 4)}）。")
+                f"跨节点 {fmt(inter)}（= {fmt(inter, 'Gb/s', 4)}）；梯度按 {s['grad_reduce_dtype']} 归约"
+                f"（每个 {s['grad_bytes']:g} 字节）。")
+    if code == "measured":
+        return _measured(b)
     if code == "overlap":
         o = overheads(b)
         total = sum(c.time.magnitude for c in b.comm)
@@ -86,16 +94,50 @@ def _sentence(b, code: str) -> str:
     if code == "flops":
         return (f"MFU {fmt_percent(b.mfu)}（只计模型 FLOPs），HFU {fmt_percent(b.hfu)}（连重算一起计）；"
                 f"输入的 hfu={s['hfu']:g} 是计算时的速度，通信和气泡把整步平均拉低。")
-    recompute = b.compute.magnitude - b.ideal.magnitude
+    recompute = b.compute.magnitude - b.ideal.magnitude - b.optimizer.magnitude
     if code == "worst_none":
         if s["recompute"] == "none":
             return f"步时 {_t(b.step)} 里没有暴露的通信和气泡，全是模型计算；效率 {fmt_percent(b.efficiency)}。"
         return (f"步时 {_t(b.step)} 里没有暴露的通信和气泡，全是计算：模型计算 {_t(b.ideal)}，重算 {_t(recompute)}；"
                 f"效率 {fmt_percent(b.efficiency)} = 模型计算 ÷ 步时，差的部分就是重算。")
     key = code[len("worst_"):]
-    again = f"（其中重算 {_t(recompute)}）" if s["recompute"] != "none" else ""
+    again = "，".join(x for x in (f"重算 {_t(recompute)}" if s["recompute"] != "none" else "",
+                                 f"优化器步 {_t(b.optimizer)}" if b.optimizer.magnitude else "") if x)
+    again = f"（其中{again}）" if again else ""
     return (f"步时 {_t(b.step)}：计算 {_t(b.compute)}{again}，最大的额外开销是{WORST_ZH[key]} "
             f"{_t(overheads(b)[key])}；效率 {fmt_percent(b.efficiency)}。")
+
+
+#: the inputs a user may have measured, in Chinese (plansettings.MEASURABLE)
+MEASURED_ZH = {"hfu": "HFU", "compute": "单卡计算时间", "intra_bw": "节点内带宽", "inter_bw": "跨节点带宽",
+               "latency": "每轮延迟 α", "peak_flops": "峰值 FLOP/s", "device_memory": "显存"}
+
+
+def _measured(b) -> str:
+    """Which numbers were measured (nccl-tests fits, inputs marked in ``measured``) and which are datasheet values."""
+    s = b.settings
+    got, sheet = [], []
+    for g in ("dp", "tp"):
+        fit = s[f"{g}_fit"]
+        if fit is not None:
+            coll, ranks, _, bw, alpha = fit
+            got.append(f"{g.upper()} 组的 α 与带宽（nccl-tests，{ranks} 卡 {coll}：每次调用 "
+                       f"{_trim(alpha * 1e6, 3)} µs，总线带宽 {fmt(Q_(bw, 'B/s'), 'GB/s', 3)}）")
+    marked = set(s["measured"])
+    fitted = s["dp_fit"] is not None and (s["tp_fit"] is not None or b.tp == 1) and b.pp == 1
+    for key, zh in MEASURED_ZH.items():
+        if key in marked:
+            got.append(zh)
+        elif key in ("intra_bw", "inter_bw", "latency") and fitted:
+            continue  # every group's links come from the fits
+        elif key == "compute" or (key in ("peak_flops", "hfu") and s["compute_single"] is not None):
+            continue
+        else:
+            sheet.append(zh)
+    if not got:
+        return ("全部按数据手册与默认值，没有实测：" + "、".join(sheet) +
+                "。用 nccl-tests 的输出（dp_nccl、tp_nccl）和一次实测步时（hfu_from_step）校准。")
+    return "实测：" + "；".join(got) + ("。按数据手册：" + "、".join(sheet) + "。" if sheet else "。")
 
 
 def verdict(b) -> tuple:
@@ -118,17 +160,23 @@ def assumptions(b) -> tuple:
     sched = SCHEDULE_ZH[s["schedule"]] + (f"（每 rank {b.virtual_stages} 个虚拟阶段）" if b.virtual_stages > 1 else "")
     return (
         f"参数量 {fmt_count(b.params, 4)}，{shape}；TP×PP 均分参数，嵌入层也一样切分；计算也均分到各层。",
-        f"激活按 Korthikanti 等（2022）的每层公式（16 位激活，{layer}），不含嵌入与输出 logits。",
-        f"流水线调度 {sched}：第一个流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活。",
+        f"激活按 Korthikanti 等（2022）的每层公式（16 位激活，{layer}）；"
+        + ("最后一个流水线阶段另存一个微批次的 logits（16 位，加上交叉熵用的 fp32 副本，按 TP 切分词表），"
+           if s["logits"] else "不计输出 logits，") + "不含嵌入层的激活。",
+        f"流水线调度 {sched}：保存得最多的流水线 rank 峰值时保存 {b.memory.in_flight} 份（阶段×微批次）激活"
+        + ("；反向拆成 I（输入梯度）与 W（权重梯度），各按不含重算的反向的一半计，重算归 I，激活一直保存到 W 算完。"
+           if s["schedule"] in SPLIT and b.pp > 1 else "。"),
         "ZeRO-3 的临时缓冲按两层参数（正在用的一层 + 预取的一层）和一层未分片的梯度计；通信缓冲与碎片不计。",
-        "通信用理想 ring 与 α-β 模型：每一步（ring 的一轮）延迟 α，加上每卡发送量除以带宽；跨节点的组每节点有 g 张卡就用 g 张网卡（NCCL 的几个 ring 从不同网卡出节点），带宽取节点内带宽与 g × 跨节点每卡带宽中较小的一个；点对点发送用一张网卡。",
+        "通信用理想 ring 与 α-β 模型：每一步（ring 的一轮）延迟 α，加上每卡发送量除以带宽；跨节点的组每节点有 g 张卡就用 g 张网卡（NCCL 的几个 ring 从不同网卡出节点），带宽取节点内带宽与 g × 跨节点每卡带宽中较小的一个；点对点发送：节点内的阶段边界走节点内链路，跨节点的边界用一张网卡。",
         f"设备编号 TP 最内、DP 其次、PP 最外；每节点 {s['devices_per_node']} 卡。",
         f"时间线：DP 集合通信在自己的流上一次一个；梯度按 {fmt(Q_(s['bucket'], 'B'), 'MiB')} 的桶跟在反向后面归约"
         f"{'' if s['overlap_grad_reduce'] else '（已关闭重叠：反向结束后才归约，计算等它）'}；ZeRO-1/2 更新后参数的 "
         f"all-gather {'与下一步的前向重叠' if s['overlap_param_gather'] else '排在优化器之后、这一步的最后'}；"
         "ZeRO-3 每层聚合参数并预取一层；TP 通信夹在层内计算之间；PP 异步发送，接收方等待；读数取第一个流水线 rank。",
-        f"计算时间{compute}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；优化器本身的时间不计。",
+        f"计算时间{compute}；前向 2P+4·L·s·h FLOPs/词元，反向为前向两倍，重算另加；"
+        f"优化器步按显存带宽计：每个要更新的参数读写 {s['optimizer_traffic']:g} 字节，"
+        f"÷ {fmt(Q_(s['hbm_bw'], 'B/s'))}，排在梯度归约之后。",
         "气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；"
         "各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），"
-        "交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）。",
+        "交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）；零气泡调度用 W 填空档，气泡更小，只从时间线读。",
     )

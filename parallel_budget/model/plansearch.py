@@ -18,6 +18,7 @@ from types import MappingProxyType
 from . import planterms as T
 from .plan import _budget, _memory, _spec, _time
 from .plansettings import settings
+from .schedule import SPLIT
 from .units import as_count
 
 
@@ -25,12 +26,14 @@ def _lower_bound(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> flo
     """A step time no schedule of this split can beat (tests/test_plan.py checks it against the timeline).
 
     The pipeline's work and fill with free point-to-point messages, (m·v + p − 1)
-    chunks of forward, backward and TP, plus what is exposed in any case: ZeRO-3's
+    chunks of forward, backward and TP (m·v for the zero-bubble schedules, whose fill W may hide), and the optimizer
+    step after them, plus what is exposed in any case: ZeRO-3's
     first gather of each forward and backward, the last gradient bucket, and
     ZeRO-1/2's parameter all-gather when it ends the step.
     """
     sp = _spec(s, dp, tp, pp, stage, mb)
-    bound = (sp.m * sp.v + sp.p - 1) * (sp.f + sp.b + sp.tf + sp.tb)
+    fill = 0 if sp.schedule in SPLIT else sp.p - 1  # zero-bubble schedules fill the pipeline with W: work only
+    bound = (sp.m * sp.v + fill) * (sp.f + sp.b + sp.tf + sp.tb) + sp.optimizer
     if dp == 1:
         return bound
     if stage == 3:

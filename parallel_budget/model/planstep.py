@@ -9,6 +9,10 @@ these p devices stand for all of them.
 * Compute: the forward (F) and backward (B) of each stage and microbatch, in
   the order of the pipeline schedule (:mod:`.schedule`); B includes the
   recomputed forward.  With p = 1 this is gradient accumulation: F, B, F, B, …
+  The zero-bubble schedules split B into I (input gradient: the recomputed
+  forward, if any, and ``b − w`` seconds; the next stage's gradient message and
+  the TP collectives go with it) and W (weight gradient, ``w`` seconds, no
+  collective, nobody waits for it); the gradient buckets fill during W.
 * TP (Megatron-LM): after each F and B, its tensor-parallel collectives on the
   TP lane (two all-reduces per layer in forward, two in backward, the forward's
   two again under full recomputation; all-gathers and reduce-scatters of the
@@ -17,7 +21,8 @@ these p devices stand for all of them.
   backward, is left out).  They sit between the layers' matrix
   multiplications, so compute waits for them.
 * PP: each F's output goes to the next stage, each B's input gradient to the
-  previous one, one message each, on the receiving device's lane for that link;
+  previous one, one message each, on the receiving device's lane for that link
+  (none between two stages of one rank: ZB-V's turn, as torch's ``_add_send_recv``);
   the receiver's compute waits for it, the sender's does not (asynchronous send,
   as in torch.distributed.pipelining).
 * DDP: one all-reduce of the gradients per step, in buckets, during the last
@@ -39,7 +44,12 @@ these p devices stand for all of them.
 * One DP lane per device: DP collectives run one at a time, in the order they
   are issued (their link is shared).  ``overlap_grad_reduce=False`` starts each
   gradient collective only after its backward and makes compute wait for it.
-* Not modelled: the optimizer's own time, data loading, kernels slowed down by
+* Optimizer: a fused Adam step on the compute lane once every gradient of the
+  device is reduced (HBM-bound, :func:`.planterms.optimizer_time`); ZeRO-1/2's
+  parameter all-gather waits for it.
+* PP messages: each boundary r → r+1 has its own duration (``boundary``): the
+  node's link when both devices share a node, the network otherwise.
+* Not modelled: data loading, kernels slowed down by
   communication running beside them, unequal stages.
 """
 
@@ -47,8 +57,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .schedule import pipeline_order
-from .timeline import COMPUTE, DP, PP_ACT, PP_GRAD, Timeline
+from .schedule import pipeline_order, stage_rank
+from .timeline import COMPUTE, DP, NSTREAMS, PP_ACT, PP_GRAD, Timeline
 
 #: Rows of the plan's communication table, in this order (index = row of the events).
 ROWS = ("dp_allreduce", "dp_reduce_scatter", "dp_all_gather", "dp_all_gather_backward", "tp", "pp")
@@ -78,6 +88,9 @@ class StepSpec:
     layer_scatter: float  # ZeRO-3: reduce-scatter of one layer's gradients
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = False
+    optimizer: float = 0.0  # the optimizer step on this device's shard
+    boundary: tuple = ()  # one point-to-point message from rank r to rank r+1 (mod p); empty: d everywhere
+    w: float = 0.0  # zero-bubble schedules: the weight-gradient part (W) of b; the rest of b is I
 
 
 def _zero3(sp: StepSpec, tl: Timeline) -> None:
@@ -102,6 +115,15 @@ def _zero3(sp: StepSpec, tl: Timeline) -> None:
             done = put(0, DP, r, out, row=RS, tag=("RS", layer, j))
             if not sp.overlap_grad_reduce:
                 hold = done
+    _optimizer(sp, tl, 0)
+
+
+def _optimizer(sp: StepSpec, tl: Timeline, r: int) -> float:
+    """The optimizer step of device r, after its compute and its gradients' reduction; returns its end."""
+    if not sp.optimizer:
+        return 0.0
+    ready = tl.free[r * NSTREAMS + DP]
+    return tl.put(r, COMPUTE, sp.optimizer, ready, row=-1, tag=("O", -1, -1))
 
 
 def build(sp: StepSpec, keep=None) -> Timeline:
@@ -118,7 +140,8 @@ def build(sp: StepSpec, keep=None) -> Timeline:
     grad = [-1.0] * (stages * m)
     hold = [0.0] * p  # compute may not start before this (blocking collectives)
     zero12 = sp.dp and sp.stage in (1, 2)
-    k_b, f, b, tf, tb, d = sp.buckets, sp.f, sp.b, sp.tf, sp.tb, sp.d
+    k_b, f, b, tf, tb = sp.buckets, sp.f, sp.b, sp.tf, sp.tb
+    msg = sp.boundary or (sp.d,) * p  # message from rank r to rank r+1 (mod p)
     gathered = {}
     if zero12 and sp.overlap_param_gather:  # the previous step's update, gathered while this step starts
         for r in range(p):
@@ -127,6 +150,27 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                 gathered[r, c] = (tl.last_start + sp.param_bucket, last)
     reduce_row, each_mb = (AR if sp.stage == 0 else RS), sp.stage == 2
     reduce_here = sp.dp and sp.stage < 3
+    rank_of = [stage_rank(sp.schedule, p, k) for k in range(stages)]
+    vee = sp.schedule == "zbv"
+
+    def lane(src, dst, kind):
+        """The receiver's lane for a message: one per link.  In ZB-V both arms use each link, so the lane is
+        the direction (from the lower rank: PP_ACT, from the higher: PP_GRAD), each fed by one sender in order."""
+        return (PP_ACT if src < dst else PP_GRAD) if vee else kind
+
+    def hop(src, dst):
+        """One message between neighbouring ranks: the link of boundary a → a+1 (mod p) that joins them."""
+        return msg[src] if dst == (src + 1) % p else msg[dst]
+
+    def reduce(r, k, j, began, out):
+        """The gradient buckets of stage k, filled by the backward (or W) that ran from ``began`` to ``out``."""
+        if reduce_here and (each_mb or j == m - 1):
+            a = sp.grad_bucket
+            if sp.overlap_grad_reduce:  # bucket q is ready after q/K of this backward
+                put(r, DP, k_b * a, began + (out - began) / k_b, out + a, reduce_row, ("R", k, j))
+            else:
+                hold[r] = put(r, DP, k_b * a, out, 0.0, reduce_row, ("R", k, j))
+
     ptr = [0] * p
     left = sum(len(o) for o in order)
     sweep = list(range(p)) + list(range(p - 2, 0, -1))
@@ -148,27 +192,32 @@ def build(sp: StepSpec, keep=None) -> Timeline:
                     else:
                         out = put(r, COMPUTE, f, ready, 0.0, TPR, ("F", k, j), tf)
                     if k + 1 < stages:
-                        act[(k + 1) * m + j] = put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, ("P", k + 1, j))
-                else:
+                        nxt = rank_of[k + 1]
+                        act[(k + 1) * m + j] = out if nxt == r else put(nxt, lane(r, nxt, PP_ACT), hop(r, nxt), out,
+                                                                         0.0, PPR, ("P", k + 1, j))
+                elif kind == "W":  # weight gradient: its own I came before it on this rank
+                    out = put(r, COMPUTE, sp.w, hold[r], 0.0, TPR, ("W", k, j))
+                    reduce(r, k, j, tl.last_start, out)
+                else:  # "B", or "I" (input gradient) of a split backward
                     ready = grad[k * m + j] if k + 1 < stages else 0.0
                     if ready < 0:
                         break
-                    out = put(r, COMPUTE, b, max(ready, hold[r]), 0.0, TPR, ("B", k, j), tb)
+                    split = kind == "I"
+                    out = put(r, COMPUTE, b - sp.w if split else b, max(ready, hold[r]), 0.0, TPR, (kind, k, j), tb)
                     began = tl.last_start
                     if k:
-                        grad[(k - 1) * m + j] = put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, ("P", k - 1, j))
-                    if reduce_here and (each_mb or j == m - 1):
-                        a = sp.grad_bucket
-                        if sp.overlap_grad_reduce:  # bucket q is ready after q/K of this backward
-                            put(r, DP, k_b * a, began + (out - began) / k_b, out + a, reduce_row, ("R", k, j))
-                        else:
-                            hold[r] = put(r, DP, k_b * a, out, 0.0, reduce_row, ("R", k, j))
+                        prv = rank_of[k - 1]
+                        grad[(k - 1) * m + j] = out if prv == r else put(prv, lane(r, prv, PP_GRAD), hop(r, prv), out,
+                                                                         0.0, PPR, ("P", k - 1, j))
+                    if not split:
+                        reduce(r, k, j, began, out)
                 i_op += 1
                 left -= 1
             ptr[r] = i_op
         if left == moved:  # cannot happen for the schedules of .schedule
             raise RuntimeError("流水线调度出现了循环依赖")
-    if zero12 and not sp.overlap_param_gather:  # after the optimizer, which needs every reduce-scatter
-        for r in range(p):
-            put(r, DP, v * k_b * sp.param_bucket, 0.0, row=AG, tag=("AG", -1, -1))
+    for r in range(p):
+        done = _optimizer(sp, tl, r)
+        if zero12 and not sp.overlap_param_gather:  # after the optimizer, which needs every reduce-scatter
+            put(r, DP, v * k_b * sp.param_bucket, done, row=AG, tag=("AG", -1, -1))
     return tl

@@ -17,12 +17,12 @@ where ``bytes`` is what one device sends and ``rounds`` is 2(R−1) for a ring
 all-reduce, R−1 for a reduce-scatter or an all-gather, 1 for a point-to-point
 send (each device sends 2(R−1)/R of the data in an all-reduce, (R−1)/R in the
 other two: :func:`.communication.ring_send_factor`).  This is the shape of
-NCCL's own cost model (``src/graph/tuning.cc``: a base latency plus one hop
-latency per ring step); the default α of 5 µs per step is within about a
-quarter of what that model charges for a 16-GPU, 2-node ring on NVLink and
-InfiniBand (Simple protocol: 8.4 µs + 28 × 3.4 µs + 2 × 9.6 µs ≈ 123 µs for an
-all-reduce against our 30 × 5 = 150 µs; ≈ 66 µs for a reduce-scatter or
-all-gather against our 75 µs).
+NCCL's own cost model (``src/graph/tuning.cc``, :func:`nccl_ring_latency`: a
+base latency plus one hop latency per ring step); the default α of 5 µs per
+step lies inside what that model charges for a 16-GPU, 2-node ring on NVLink
+and InfiniBand (NCCL 2.30.7, Simple protocol, sm_80: 132-184 µs for an
+all-reduce on an Intel host, 204-286 µs on an AMD host, against our
+30 × 5 = 150 µs; 70 µs for a reduce-scatter or all-gather against our 75 µs).
 """
 
 from __future__ import annotations
@@ -32,9 +32,18 @@ from functools import lru_cache
 from .activations import layer_activation_bytes
 from .communication import ring_send_factor
 from .memory import zero_memory
-from .schedule import interleave_problem
+from .schedule import schedule_problem
 
 ACT_BYTES = 2  # 16-bit activations, as in Korthikanti et al.
+LOGIT_BYTES = 2 + 4  # the 16-bit logits and their fp32 up-cast for the cross-entropy
+
+# NCCL 2.30.7 (src/graph/tuning.cc, ncclTunerConstantsDefaults; ring algorithm, Simple protocol), in µs.
+NCCL_VERSION = "2.30.7"
+NCCL_BASE = 8.4  # baseLatencies[RING][SIMPLE]
+NCCL_NVLINK = 3.4  # hwLatencies[NVLINK][RING][SIMPLE]
+NCCL_NET = 14.0  # hwLatencies[NET][RING][SIMPLE]
+NCCL_NET_OVERHEAD = {"intel": 1.0, "amd": 2.0}  # getNetOverhead(), times 3 for Simple
+NCCL_PLATEAU = {"sm_80+": 1.4, "older": 1.9}  # large multi-node ring all-reduce ("plateau effect of ring")
 
 
 @lru_cache(maxsize=4096)
@@ -71,6 +80,44 @@ def call_time(collective: str, ranks: int, latency: float, data: float, bandwidt
     if collective == "send":
         return latency + data / bandwidth
     return rounds(collective, ranks) * latency + share(collective, ranks) * data / bandwidth
+
+
+def nccl_ring_latency(collective: str, ranks: int, nodes: int, host: str = "intel", plateau: bool = False,
+                      sm80: bool = True) -> float:
+    """NCCL's own latency estimate (seconds) of one ring call, Simple protocol, ``nodes`` nodes on NVLink and a network.
+
+    ``tuning.cc``: base + (nsteps − nInterSteps) · max(NVLink hop, 3 · net overhead) + nInterSteps · net hop,
+    nsteps = 2(R−1) for an all-reduce (R−1 otherwise), nInterSteps = 2(N−1) (N−1); a large multi-node
+    all-reduce multiplies it by 1.4 on sm_80 and newer (1.9 below).  Graph-specific ``latencyInter`` is left out.
+    """
+    steps = 2 * (ranks - 1) if collective == "all-reduce" else ranks - 1
+    inter = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "all-reduce" else nodes - 1)
+    hop = max(NCCL_NVLINK, 3 * NCCL_NET_OVERHEAD[host]) if nodes > 1 else NCCL_NVLINK
+    lat = NCCL_BASE + (steps - inter) * hop + inter * NCCL_NET
+    if plateau and collective == "all-reduce" and nodes > 1:
+        lat *= NCCL_PLATEAU["sm_80+" if sm80 else "older"]
+    return lat * 1e-6
+
+
+def optimizer_time(params_updated: float, traffic: float, hbm_bw: float) -> float:
+    """Seconds of a fused Adam step on one device: HBM-bound, ``traffic`` bytes per parameter it updates.
+
+    28 B with 16-bit gradients: read the fp32 master weight and two fp32 moments (12 B) and the gradient
+    (2 B), write the three back (12 B) and the 16-bit copy of the weight (2 B).
+    """
+    return params_updated * traffic / hbm_bw
+
+
+def logits_bytes(seq: int, micro_batch: int, vocab: int, tp: int) -> float:
+    """The last stage's logits of one microbatch: s·b·V in 16 bit plus the fp32 up-cast, split over TP (vocab-parallel)."""
+    return seq * micro_batch * vocab * LOGIT_BYTES / tp
+
+
+def boundary_links(tp: int, dp: int, pp: int, per_node: int) -> tuple:
+    """'intra' or 'inter' for each pipeline boundary r → r+1 (mod pp) of the first replica's devices r·tp·dp."""
+    span = tp * dp
+    return tuple("intra" if (r * span) // per_node == (((r + 1) % pp) * span) // per_node else "inter"
+                 for r in range(pp))
 
 
 def link(stride: int, size: int, per_node: int) -> str:
@@ -147,10 +194,11 @@ def split_problem(s: dict, dp: int, tp: int, pp: int, stage: int, mb: int) -> st
     if pp > 1 and stage >= 2 and dp > 1:
         return (f"zero_stage={stage} 不能与 pp={pp} 同用：本模型不建这种组合。分片的梯度要求每个微批次的反向之后就 "
                 "reduce-scatter，流水线的每个阶段都要为每个微批次付这笔通信，DeepSpeed 的流水线引擎因此只接受 ZeRO-0/1；"
-                "PyTorch 的流水线配 FSDP 时则在微批次之间保留完整的参数和梯度、步末才归约一次，分片省下的显存也就没有了。"
+                "PyTorch 的 torch.distributed.pipelining 配 FSDP 时，参数和梯度在微批次之间保持不分片（最后一个微批次才"
+                "reduce-scatter），优化器状态仍然分片：ZeRO-2/3 比 ZeRO-1 多省的那部分显存还了回去，ZeRO-1 那一份还在。"
                 "请用 zero_stage=0 或 1，或 pp=1。")
-    if pp > 1 and s["schedule"] == "interleaved":
-        return interleave_problem(s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
+    if pp > 1:
+        return schedule_problem(s["schedule"], s["layers"], pp, s["virtual_stages"], s["global_batch"] // (dp * mb))
     return ""
 
 

@@ -11,7 +11,9 @@ grouped-query attention with 8 key/value heads.
 Clusters: one node of 8 SXM cards, nominal figures from NVIDIA's data sheets.
 Bandwidths are one way per device: NVLink's total (both directions) halved, and
 one InfiniBand port per device (400 Gb/s NDR on DGX H100, 200 Gb/s HDR on DGX
-A100).  Peak is dense BF16 (without sparsity).  "80 GB" and "40 GB" cards hold
+A100).  Peak is dense BF16 (without sparsity); ``hbm_bw`` is the
+memory bandwidth of the card (1,555 GB/s for A100 40GB, 3.35 TB/s for H100 SXM),
+which bounds the optimizer step (:func:`.planterms.optimizer_time`).  "80 GB" and "40 GB" cards hold
 80 GiB and 40 GiB.  Measured effective bandwidth (nccl-tests' busbw) is lower:
 replace these with your own measurements.
 """
@@ -26,9 +28,9 @@ MODELS = {
 }
 CLUSTERS = {
     "a100-40gb": {"devices_per_node": 8, "device_memory": "40 GiB", "intra_bw": "300 GB/s", "inter_bw": "25 GB/s",
-                  "peak_flops": 312e12},
+                  "peak_flops": 312e12, "hbm_bw": "1555 GB/s"},
     "h100-80gb": {"devices_per_node": 8, "device_memory": "80 GiB", "intra_bw": "450 GB/s", "inter_bw": "50 GB/s",
-                  "peak_flops": 989e12},
+                  "peak_flops": 989e12, "hbm_bw": "3.35 TB/s"},
 }
 PRESETS = {"model": MODELS, "cluster": CLUSTERS}
 

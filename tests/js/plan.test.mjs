@@ -77,6 +77,10 @@ test('a plan sent by the builder passes the record page check and fills its fiel
   const { own, ifEmpty } = planFields(p);
   assert.equal(own.plan_numbers, 'DP=16\nb');
   assert.match(ifEmpty.overlap, /^重叠/);
+  assert.match(ifEmpty.measured, /^全部按数据手册/);
+  const cal = evaluate({ dp_nccl: readFileSync(new URL('../vectors/nccltests.json', import.meta.url), 'utf8') && JSON.parse(readFileSync(new URL('../vectors/nccltests.json', import.meta.url), 'utf8')).cases[0].text });
+  const pc = { ...p, verdict: cal.out.codes.map((c) => sentence(c, cal.out, cal.s)) };
+  assert.match(planFields(pc).ifEmpty.measured, /^实测：DP 组的 α 与带宽（nccl-tests，16 卡 all-reduce/);
   assert.equal(ifEmpty.bw_kind, 'bytes');
   for (const bad of [null, {}, { ...p, format: 'x' }, { ...p, version: 2 }, { ...p, numbers: 'x' }, { ...p, verdict: [1] },
     { ...p, link: 7 }, { ...p, numbers: Array(61).fill('x') }]) assert.match(planProblem(bad), /[\u4e00-\u9fff]/);

@@ -1,11 +1,12 @@
-// The plan builder's step timeline: the JavaScript twin of parallel_budget.model's schedule.py (pipeline
-// orders), timeline.py (event lanes, their reading, exposed spans) and planstep.py (the DDP/ZeRO/TP/PP event
-// rules that fill a Timeline from a step's spec), and of book/planlayout.py's timeline_layout (what the
-// timeline drawing shows; planview.js draws it). plan.js prices a plan with it; tests/vectors/plan.json holds
-// it to Python. No DOM here; node loads it with require(). The page loads it after model.js, before plan.js.
+// The plan builder's step timeline: the JavaScript twin of parallel_budget.model's timeline.py (event lanes,
+// their reading, exposed spans) and planstep.py (the DDP/ZeRO/TP/PP event rules that fill a Timeline from a
+// step's spec, in the pipeline orders of planschedule.js), and of book/planlayout.py's timeline_layout (what
+// the timeline drawing shows; planview.js draws it). plan.js prices a plan with it; tests/vectors/plan.json
+// holds it to Python. No DOM here; node loads it with require(). The page loads it after planschedule.js.
 (function (root) {
 'use strict';
 const { fmt } = root.PBModel || require('./model.js');
+const { MULTI, SPLIT, stageRank, scheduleProblem, interleaveProblem, pipelineOrder, inFlight, peakInFlight } = root.PBPlanSchedule || require('./planschedule.js');
 const ROWS = ['dp_allreduce', 'dp_reduce_scatter', 'dp_all_gather', 'dp_all_gather_backward', 'tp', 'pp'];
 const [AR, RS, AG, AGB, TPR, PPR] = ROWS.keys();
 const [COMPUTE, DP, PP_ACT, PP_GRAD] = [0, 2, 3, 4];
@@ -13,51 +14,9 @@ const STREAMS = ['compute', 'tp', 'dp', 'pp_act', 'pp_grad'];
 const sum = (xs) => xs.reduce((a, x) => a + x, 0);
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 
-// schedule.interleave_problem
-function rounds(p, m) { const n = Math.max(1, Math.floor(m / p)); return [n, Math.floor(m / n)]; }
-function interleaveProblem(layers, p, v, m) {
-  if (v < 2) return `交错调度每个 rank 至少要有 2 个虚拟阶段，收到 virtual_stages=${v}。`;
-  if (layers % (p * v)) return `交错调度要求 layers=${layers} 能被 pp×virtual_stages=${p}×${v}=${p * v} 整除：每个虚拟阶段要分到整数层。`;
-  const [n] = rounds(p, m);
-  if (m % n) return `交错调度要求微批次数 m=${m} 是轮数 max(1, m // pp)=${n} 的整数倍（PyTorch 的 ScheduleInterleaved1F1B 同样要求）。`;
-  return '';
-}
-
-// schedule.pipeline_order / in_flight
-const orders = new Map();
-function pipelineOrder(schedule, p, m, v) {
-  const key = `${schedule},${p},${m},${v}`;
-  if (orders.has(key)) return orders.get(key);
-  let out;
-  if (p === 1) out = [range(m).flatMap((j) => [[0, 'F', j], [0, 'B', j]])];
-  else if (schedule === 'interleaved') {
-    const [, per] = rounds(p, m);
-    out = range(p).map((r) => {
-      const warm = Math.min((v - 1) * per + 2 * (p - 1 - r), m * v), total = v * m, fwd = Array(v).fill(0), bwd = Array(v).fill(0), ops = [];
-      const F = (x) => { const c = Math.floor(x / per) % v; ops.push([c * p + r, 'F', fwd[c]++]); };
-      const B = (x) => { const c = v - 1 - Math.floor((x - warm) / per) % v; ops.push([c * p + r, 'B', bwd[c]++]); };
-      for (let x = 0; x < warm; x++) F(x);
-      for (let x = warm; x < total; x++) { F(x); B(x); }
-      for (let x = total; x < total + warm; x++) B(x);
-      return ops;
-    });
-  } else {
-    out = range(p).map((r) => {
-      if (schedule === 'gpipe') return [...range(m).map((j) => [r, 'F', j]), ...range(m).map((j) => [r, 'B', j])];
-      const warm = Math.min(m, p - r), ops = range(warm).map((j) => [r, 'F', j]);
-      let fw = warm;
-      for (let j = 0; j < m; j++) { ops.push([r, 'B', j]); if (fw < m) ops.push([r, 'F', fw++]); }
-      return ops;
-    });
-  }
-  orders.set(key, out);
-  return out;
-}
-function inFlight(ops) { let peak = 0, held = 0; for (const o of ops) { held += o[1] === 'F' ? 1 : -1; peak = Math.max(peak, held); } return peak; }
-
 // timeline.Timeline, in flat arrays per device (no object per event): stream, start, end, work, row, tp, busy
 // start, and the tag as three numbers (kind in KIND, stage or layer, microbatch).
-const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P'];
+const KIND = ['F', 'B', 'AG', 'AGB', 'RS', 'R', 'P', 'I', 'W', 'O'];
 const lane = () => ({ st: [], s: [], e: [], w: [], r: [], t: [], b: [], kind: [], k: [], j: [] });
 class Timeline {
   constructor(devices) { this.devices = devices; this.free = Array(devices * 5).fill(0.0); this.ev = range(devices).map(lane); this.lastStart = 0.0; }
@@ -78,7 +37,9 @@ class Timeline {
 }
 
 // planstep.build
-const [KF, KB, KAG, KAGB, KRS, KR, KP] = [0, 1, 2, 3, 4, 5, 6];
+const [KF, KB, KAG, KAGB, KRS, KR, KP, KI, KW, KO] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+// planstep._optimizer: after the device's compute and its gradients' reduction.
+const optimizer = (sp, tl, r) => (sp.optimizer ? tl.put(r, COMPUTE, sp.optimizer, tl.free[r * 5 + DP], 0.0, -1, KO, -1, -1) : 0.0);
 function zero3(sp, tl) {
   const n = sp.layers, fl = sp.f / n, bl = sp.b / n, tfl = sp.tf / n, tbl = sp.tb / n, g = sp.layer_gather, r = sp.layer_scatter;
   let hold = 0.0;
@@ -97,13 +58,15 @@ function zero3(sp, tl) {
       if (!sp.overlap_grad_reduce) hold = done;
     }
   }
+  optimizer(sp, tl, 0);
 }
 function build(sp) {
   const { p, v, m } = sp, tl = new Timeline(p);
   if (sp.dp && sp.stage === 3) { zero3(sp, tl); return tl; }
   const order = pipelineOrder(sp.schedule, p, m, v), stages = p * v;
   const act = Array(stages * m).fill(-1.0), grad = Array(stages * m).fill(-1.0), hold = Array(p).fill(0.0);
-  const zero12 = sp.dp && (sp.stage === 1 || sp.stage === 2), kb = sp.buckets, { f, b, tf, tb, d } = sp;
+  const zero12 = sp.dp && (sp.stage === 1 || sp.stage === 2), kb = sp.buckets, { f, b, tf, tb } = sp;
+  const msg = sp.boundary && sp.boundary.length ? sp.boundary : Array(p).fill(sp.d);
   const gathered = new Map();
   if (zero12 && sp.overlap_param_gather) {
     for (let r = 0; r < p; r++) for (let c = 0; c < v; c++) {
@@ -112,6 +75,17 @@ function build(sp) {
     }
   }
   const reduceRow = sp.stage === 0 ? AR : RS, eachMb = sp.stage === 2, reduceHere = sp.dp && sp.stage < 3;
+  const rankOf = range(stages).map((k) => stageRank(sp.schedule, p, k)), vee = sp.schedule === 'zbv', w = sp.w || 0.0;
+  // the receiver's lane for a message: one per link; in ZB-V by direction (from the lower rank: PP_ACT)
+  const lane = (src, dst, kind) => (vee ? (src < dst ? PP_ACT : PP_GRAD) : kind);
+  // one message between neighbouring ranks: the link of boundary a -> a+1 (mod p) that joins them
+  const hop = (src, dst) => (dst === (src + 1) % p ? msg[src] : msg[dst]);
+  const reduce = (r, k, j, began, out) => {
+    if (!(reduceHere && (eachMb || j === m - 1))) return;
+    const a = sp.grad_bucket;
+    if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
+    else hold[r] = tl.put(r, DP, kb * a, out, 0.0, reduceRow, KR, k, j);
+  };
   const ptr = Array(p).fill(0), sweep = [...range(p), ...range(Math.max(p - 2, 0)).map((i) => p - 2 - i).filter((i) => i > 0)];
   let left = sum(order.map((o) => o.length));
   while (left) {
@@ -130,17 +104,23 @@ function build(sp) {
             const [first, last] = gathered.get(r * v + Math.floor(k / p));
             out = tl.put(r, COMPUTE, f, Math.max(ready, first), last + f / kb, TPR, KF, k, j, tf);
           } else out = tl.put(r, COMPUTE, f, ready, 0.0, TPR, KF, k, j, tf);
-          if (k + 1 < stages) act[(k + 1) * m + j] = tl.put((k + 1) % p, PP_ACT, d, out, 0.0, PPR, KP, k + 1, j);
+          if (k + 1 < stages) {
+            const nxt = rankOf[k + 1];
+            act[(k + 1) * m + j] = nxt === r ? out : tl.put(nxt, lane(r, nxt, PP_ACT), hop(r, nxt), out, 0.0, PPR, KP, k + 1, j);
+          }
+        } else if (kind === 'W') {
+          const out = tl.put(r, COMPUTE, w, hold[r], 0.0, TPR, KW, k, j);
+          reduce(r, k, j, tl.lastStart, out);
         } else {
           const ready = k + 1 < stages ? grad[k * m + j] : 0.0;
           if (ready < 0) break;
-          const out = tl.put(r, COMPUTE, b, Math.max(ready, hold[r]), 0.0, TPR, KB, k, j, tb), began = tl.lastStart;
-          if (k) grad[(k - 1) * m + j] = tl.put((k - 1) % p, PP_GRAD, d, out, 0.0, PPR, KP, k - 1, j);
-          if (reduceHere && (eachMb || j === m - 1)) {
-            const a = sp.grad_bucket;
-            if (sp.overlap_grad_reduce) tl.put(r, DP, kb * a, began + (out - began) / kb, out + a, reduceRow, KR, k, j);
-            else hold[r] = tl.put(r, DP, kb * a, out, 0.0, reduceRow, KR, k, j);
+          const split = kind === 'I';
+          const out = tl.put(r, COMPUTE, split ? b - w : b, Math.max(ready, hold[r]), 0.0, TPR, split ? KI : KB, k, j, tb), began = tl.lastStart;
+          if (k) {
+            const prv = rankOf[k - 1];
+            grad[(k - 1) * m + j] = prv === r ? out : tl.put(prv, lane(r, prv, PP_GRAD), hop(r, prv), out, 0.0, PPR, KP, k - 1, j);
           }
+          if (!split) reduce(r, k, j, began, out);
         }
         i++;
         left--;
@@ -149,7 +129,10 @@ function build(sp) {
     }
     if (left === moved) throw new Error('流水线调度出现了循环依赖');
   }
-  if (zero12 && !sp.overlap_param_gather) for (let r = 0; r < p; r++) tl.put(r, DP, v * kb * sp.param_bucket, 0.0, 0.0, AG, KAG, -1, -1);
+  for (let r = 0; r < p; r++) {
+    const done = optimizer(sp, tl, r);
+    if (zero12 && !sp.overlap_param_gather) tl.put(r, DP, v * kb * sp.param_bucket, done, 0.0, AG, KAG, -1, -1);
+  }
   return tl;
 }
 
@@ -262,9 +245,11 @@ const ROW_ZH = { dp_allreduce: 'DP all-reduce', dp_reduce_scatter: 'DP reduce-sc
 const SHORT = { dp_allreduce: 'AR', dp_reduce_scatter: 'RS', dp_all_gather: 'AG', dp_all_gather_backward: 'AG' };
 const shownDevices = (p) => (p <= 4 ? range(p) : [0, 1, p - 2, p - 1]);
 const streamOf = (row) => (ROWS[row] === 'tp' || ROWS[row] === 'pp' ? ROWS[row] : 'dp');
+const COMPUTE_ZH = { F: '前向', B: '反向', I: '反向（输入梯度 I）', W: '反向（权重梯度 W）' };
 function what(e, zero3) {
   const [kind, k, j] = e.tag;
-  if (e.stream === 'compute') return [kind === 'F' ? 'F' : 'B', `${kind}${j}`, `${kind === 'F' ? '前向' : '反向'} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
+  if (e.stream === 'compute' && kind === 'O') return ['O', 'Opt', '优化器步'];
+  if (e.stream === 'compute') return [kind === 'F' || kind === 'W' ? kind : 'B', `${kind}${j}`, `${COMPUTE_ZH[kind]} ${zero3 ? `第 ${k + 1} 层` : `阶段 ${k}`} 微批次 ${j}`];
   const name = ROW_ZH[ROWS[e.row]];
   if (e.stream.startsWith('pp')) return ['pp', '', `${name}：阶段 ${k} 收到微批次 ${j} 的${e.stream === 'pp_act' ? '激活' : '梯度'}`];
   if (e.stream === 'tp') return ['tp', '', `${name}：微批次 ${j}`];
@@ -276,10 +261,10 @@ function mergePass(blocks, gap, narrow) {
   const out = [];
   for (const b of blocks) {
     const last = out[out.length - 1];
-    if (last && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
+    if (last && last[2] !== 'O' && b[2] !== 'O' && b[0] - last[1] <= gap && ((last[2] === b[2] && last[3] === b[3]) || b[1] - b[0] < narrow)) {
       last[1] = Math.max(last[1], b[1]); last[5] += b[5]; last[6] += b[6];
       if (last[3] !== b[3]) last[3] = '';
-      if (last[2] !== b[2]) { last[2] = 'C'; last[4] = '前向与反向'; }
+      if (last[2] !== b[2]) { const back = ['B', 'W'].includes(last[2]) && ['B', 'W'].includes(b[2]); last[2] = back ? 'B' : 'C'; last[4] = back ? '反向' : '前向与反向'; }
     } else out.push(b.slice());
   }
   return out;
@@ -291,7 +276,7 @@ function spanMerge(spans, gap) {
 }
 // planlayout.timeline_layout of one plan (o: core's result, sp: its spec).
 function timelineLayout(tl, o) {
-  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 100, tiny = step / 2000;
+  const evs = events(tl), step = o.step, gap = step / 200, narrow = step / 200, tiny = step / 2000;
   const [dp, , pp, stage] = o.split, zero3 = stage === 3 && dp > 1, lanes = [], blocks = [], marks = [];
   const byDevice = new Map(shownDevices(pp).map((d) => [d, []]));
   for (const e of evs) if (byDevice.has(e.device)) byDevice.get(e.device).push(e);
@@ -318,7 +303,7 @@ function timelineLayout(tl, o) {
 }
 
 // What plan.js uses (sum and range too, rather than a copy of each).
-const api = { ROWS, sum, range, interleaveProblem, pipelineOrder, inFlight, build, readTimeline, tfmt, timelineLayout };
+const api = { ROWS, MULTI, SPLIT, sum, range, interleaveProblem, scheduleProblem, stageRank, pipelineOrder, inFlight, peakInFlight, build, readTimeline, tfmt, timelineLayout };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBPlanTimeline = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -7,7 +7,8 @@
 const M = root.PBModel || require('./model.js');
 const P = root.PBPlan || require('./plan.js');
 const { esc, fmtAuto, fmtCount, pct, trim } = M;
-const { FIELDS, PRESETS, SPLIT, tfmt: T } = P;
+const { FIELDS, PRESETS, SPLIT, CALIBRATION, tfmt: T } = P;
+const NC = root.PBNccl || require('./nccltests.js');
 const EXPORT_KEY = 'pb-plan-builder-v1';
 const B = (x) => fmtAuto(x, 'B');
 
@@ -20,6 +21,8 @@ const LABELS = {
   dropout: 'dropout', flash_attention: 'FlashAttention', params: '参数量（留空按形状推出）', hfu: 'HFU（0 到 1）', latency: '每步延迟 α（µs）',
   bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
+  grad_reduce_dtype: '梯度归约精度', hbm_bw: '显存带宽（GB/s）', optimizer_traffic: '优化器步读写（字节/参数）', logits: '计入最后一个阶段的 logits',
+  dp_nccl: 'DP 组的 nccl-tests 输出', tp_nccl: 'TP 组的 nccl-tests 输出',
 };
 const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
@@ -28,24 +31,30 @@ const HINTS = {
   cluster: '选一种节点，下面的显存、带宽和峰值按它填好（标称值）。', devices_per_node: '决定哪些通信组留在节点内的快链路上，以及跨节点的组在每个节点用几张网卡。',
   device_memory: '“80 GB”的卡是 80 GiB。', intra_bw: '节点内每卡单向有效带宽（如 NVLink）。', inter_bw: '每卡分到的网卡带宽（节点网卡总带宽 ÷ 每节点卡数）；网卡标称常写成 Gb/s，注意单位。',
   peak_tflops: '每卡 16 位矩阵乘的峰值，不含稀疏。', dp: '数据并行度：模型复制几份。', tp: '张量并行度：一层切给几张卡，最好在一个节点内。',
-  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。',
-  virtual_stages: '交错式 1F1B 每个 rank 负责几段层。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
+  pp: '流水线并行度：层分成几段。', zero_stage: '0 是 DDP；1 分优化器状态，2 再分梯度，3 再分参数。', schedule: '只在 PP > 1 时起作用。零气泡调度把反向拆成输入梯度（I）和权重梯度（W）两步。',
+  virtual_stages: '交错式调度（1F1B 与零气泡）每个 rank 负责几段层；ZB-V 固定 2 段。', recompute: '反向时重算哪些激活：不重算、只重算注意力、整层重算。',
   sequence_parallel: 'TP 组内按序列切开逐词元的操作，激活再除以 TP。', kv_heads: 'GQA 的 K、V 头组数；等于头数就是普通多头注意力。',
   ffn: 'MLP 的中间宽度。', gated: 'SwiGLU 有三个矩阵，激活也多存两路。', dropout: '有 dropout 要多存掩码。',
   flash_attention: '不存 s×s 注意力矩阵的实现（FlashAttention 一类）。', params: '直接给参数量，如 7B。',
   hfu: '计算时的硬件 FLOPs 利用率，重算也按它算。', latency: '集合通信每一步（ring 的一轮）的延迟；NCCL 的代价模型约 3 到 10 µs。', bucket: 'PyTorch DDP 默认 25 MiB。',
-  param_bytes: 'BF16 参数是 2。', grad_bytes: 'BF16 梯度是 2。', optim_bytes: '混合精度 Adam 是 12。',
+  param_bytes: 'BF16 参数是 2。', grad_bytes: '留空按归约精度（bf16 是 2，fp32 是 4）。', optim_bytes: '混合精度 Adam 是 12。',
   compute: '一张卡算完整个全局 batch 的实测秒数（不重算）；填了就不用峰值和 HFU。', overlap_grad_reduce: '关掉时，反向结束才归约，计算等它。',
   overlap_param_gather: 'Megatron-LM 的 --overlap-param-gather，只对 ZeRO-1/2 起作用。', devices: '搜索时一共用几张卡。',
+  grad_reduce_dtype: 'Megatron-LM 在 --bf16 下默认按 fp32 归约（--grad-reduce-in-bf16 才是 bf16），PyTorch DDP 在 AMP 下也是 fp32；fp32 的梯度多占显存、多发一倍。',
+  hbm_bw: '每卡显存带宽（A100 40GB 1555，H100 SXM 3350）；优化器步按它算。', optimizer_traffic: '融合 Adam 每更新一个参数读写的字节数，约 28。',
+  logits: '最后一个阶段为交叉熵存一个微批次的 logits（16 位加 fp32 副本）。',
+  dp_nccl: '在 DP 组那些卡上跑 all_reduce_perf（DDP）或 reduce_scatter_perf / all_gather_perf（ZeRO），整段输出贴在这里：拟合出的 α 与总线带宽代替上面的标称值。不存进链接。',
+  tp_nccl: '同上，TP 组（一般是一个节点内的卡）的 all_reduce_perf 输出。',
 };
 // Groups of inputs: [title, shown, folded inside the group]; the last group is folded as a whole.
 const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'vocab']], ['batch', ['global_batch', 'micro_batch'], []],
-  ['集群', ['cluster', 'device_memory', 'inter_bw'], ['devices_per_node', 'intra_bw', 'peak_tflops']],
+  ['集群', ['cluster', 'device_memory', 'inter_bw'], ['devices_per_node', 'intra_bw', 'peak_tflops', 'hbm_bw']],
   ['方案', ['dp', 'tp', 'pp', 'zero_stage', 'recompute'], ['schedule', 'virtual_stages', 'sequence_parallel']],
   ['高级', ['kv_heads', 'ffn', 'gated', 'dropout', 'flash_attention', 'params', 'hfu', 'latency', 'bucket', 'param_bytes', 'grad_bytes',
-    'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather'], []]];
-const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值', 方案: '流水线调度与序列并行' };
-const OPTION = { yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B' };
+    'optim_bytes', 'compute', 'overlap_grad_reduce', 'overlap_param_gather', 'grad_reduce_dtype', 'optimizer_traffic', 'logits'], []]];
+const SUB = { 模型: '模型形状', 集群: '节点内带宽、每节点卡数、峰值、显存带宽', 方案: '流水线调度与序列并行' };
+const OPTION = { bf16: 'bf16', fp32: 'fp32', yes: '是', no: '否', custom: '自定义', none: '不重算', selective: '选择性', full: '完全', gpipe: 'GPipe', '1f1b': '1F1B', interleaved: '交错式 1F1B',
+  interleaved_zb: '交错式零气泡（ZB-1P）', zbv: '零气泡 ZB-V' };
 const LINK = { intra: '节点内', inter: '跨节点' };
 const byName = Object.fromEntries(FIELDS.map((x) => [x.name, x]));
 
@@ -54,7 +63,7 @@ const svg = (w, h, label, body) => `<svg class="pb-svg" width="${w}" height="${h
 const rect = (x, y, w, h, cls, tip) => `<rect x="${x.toFixed(1)}" y="${y}" width="${Math.max(w, 0.8).toFixed(1)}" height="${h}" class="${cls}">${tip ? `<title>${esc(tip)}</title>` : ''}</rect>`;
 const text = (x, y, s, cls = '', anchor = 'start') => `<text x="${x.toFixed(1)}" y="${y}" class="${cls}" text-anchor="${anchor}">${esc(s)}</text>`;
 const niceStep = (x) => { const e = 10 ** Math.floor(Math.log10(x)), m = x / e; return (m > 5 ? 10 : m > 2 ? 5 : m > 1 ? 2 : 1) * e; };
-const BLOCK = { F: 'pb-f', B: 'pb-b', C: 'pb-f', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
+const BLOCK = { F: 'pb-f', B: 'pb-b', W: 'pb-w', C: 'pb-f', O: 'pb-wk', dp: 'pb-cm', pp: 'pb-cm', tp: 'pb-ex' };
 
 function timelineSvg(L, width) {
   const left = L.lanes.some((l) => l.label.startsWith('rank')) ? 84 : 40, w = width - left - 8, sx = w / (L.step || 1);
@@ -77,7 +86,7 @@ function timelineSvg(L, width) {
   body += text(width - 2, y + 16, unit === 1 ? 's' : 'ms', 'pb-small', 'end');
   return svg(width, h, `一步的时间线：步时 ${T(L.step)}，斜线是暴露的通信，灰色是等待`, body);
 }
-const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk' };
+const MEMCLS = { param_state: 'pb-p', grad_state: 'pb-g', optim_state: 'pb-o', activations: 'pb-ac', gather: 'pb-tm', working: 'pb-wk', logits: 'pb-ex' };
 function memorySvg(L, width) {
   const w = width - 8, sx = w / Math.max(L.total, L.capacity, 1e-30);
   let x = 4, body = '';
@@ -108,6 +117,29 @@ function scalingSvg(L, width) {
   return svg(width, top + h + 38, `加速比与效率随${byDev ? '卡数' : '跨节点带宽'}变化`, body);
 }
 
+// Exposed DP gradient communication against tokens per microbatch (log₂ axis), the threshold dashed.
+function overlapSvg(L, width, mine) {
+  const left = 48, w = width - left - 12, top = 14, h = 130, ts = L.tokens, ex = L.exposed.map((x) => x * 1e3);
+  const lo = Math.log2(ts[0]), hi = Math.log2(ts[ts.length - 1]), top1 = Math.max(...ex, 1e-9);
+  const x = (t) => left + (Math.log2(t) - lo) / (hi - lo || 1) * w, y = (v) => top + h - v / top1 * h;
+  let body = `<line x1="${left}" x2="${left}" y1="${top}" y2="${top + h}" class="pb-axis"/><line x1="${left}" x2="${left + w}" y1="${top + h}" y2="${top + h}" class="pb-axis"/>`;
+  body += `<polyline points="${ts.map((t, i) => `${x(t).toFixed(1)},${y(ex[i]).toFixed(1)}`).join(' ')}" class="pb-line"/>`;
+  const tx = x(L.threshold);
+  body += `<line x1="${tx.toFixed(1)}" x2="${tx.toFixed(1)}" y1="${top}" y2="${top + h}" class="pb-mark"/>` + text(Math.min(tx + 3, width - 2), top + 10, `阈值 ${Math.round(L.threshold).toLocaleString('en')}`, 'pb-small', tx > width * 0.7 ? 'end' : 'start');
+  if (mine >= ts[0] && mine <= ts[ts.length - 1]) body += `<circle cx="${x(mine).toFixed(1)}" cy="${(top + h).toFixed(1)}" r="5" class="pb-dot"><title>本方案：每个微批次 ${mine} 个词元</title></circle>`;
+  for (let k = Math.ceil(lo); k <= Math.floor(hi); k++) body += text(x(2 ** k), top + h + 15, (2 ** k).toLocaleString('en'), 'pb-small', 'middle');
+  body += text(left - 4, top + 8, `${trim(top1, 3)}`, 'pb-small', 'end') + text(left - 4, top + h, '0', 'pb-small', 'end');
+  body += text(left + w, top + h + 31, '每个微批次的词元数（每卡）', 'pb-small', 'end') + text(2, top - 2, 'ms', 'pb-small');
+  return svg(width, top + h + 37, `暴露的梯度通信随每个微批次的词元数变化，阈值 ${Math.round(L.threshold)} 个词元`, body);
+}
+// Drawn only while its box is open: the sweep prices 25 timelines (up to a second for long pipelines).
+const overlapShell = (r, open) => (r.split[0] > 1 ? `<details class="pb-overlap"${open ? ' open' : ''}><summary>DP 通信藏得住吗：阈值与时间线（点开计算）</summary><div data-out="overlap"></div></details>` : '');
+function overlapHtml(r, width) {
+  const L = NC.overlapLayout(P.core, r.s, r.split), mine = r.split[4] * r.s.seq;
+  return `${overlapSvg(L, width, mine)}`
+    + `<p class="pb-note" data-out="threshold">一行算式给出的阈值是每个微批次 ${Math.round(L.threshold).toLocaleString('en')} 个词元（峰值 × HFU ÷ DP 组带宽 × 每参数发送字节 ÷ 反向每参数每词元 FLOPs，计入 α 与注意力）；本方案是 ${mine.toLocaleString('en')} 个，${mine > L.threshold ? '在阈值之上，梯度通信能藏在反向后面' : '在阈值之下，梯度通信会暴露'}。曲线只改序列长度，每一点排一次时间线；ZeRO-1/2 步末的参数 all-gather 不在其中。TP 通信按不开 --tp-comm-overlap 的 Megatron-LM 计，全部暴露。</p>`;
+}
+
 // ---------------------------------------------------------------- form
 function control(fd) {
   const id = `pb-plan-${fd.name}`, hint = HINTS[fd.name] ? ` aria-describedby="${id}-hint ${id}-msg"` : ` aria-describedby="${id}-msg"`;
@@ -122,13 +154,20 @@ function field(name) {
     + (HINTS[name] ? `<span class="pb-hint" id="pb-plan-${name}-hint">${esc(HINTS[name])}</span>` : '')
     + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
 }
+function calibrationHtml() {
+  return '<details class="pb-group"><summary>用实测校准（粘贴 nccl-tests 的输出）</summary><div class="pb-form">'
+    + CALIBRATION.map((name) => `<div class="pb-field"><label for="pb-plan-${name}">${LABELS[name]}</label>`
+      + `<textarea id="pb-plan-${name}" name="${name}" rows="4" spellcheck="false" autocomplete="off" aria-describedby="pb-plan-${name}-hint pb-plan-${name}-msg"></textarea>`
+      + `<span class="pb-hint" id="pb-plan-${name}-hint">${esc(HINTS[name])}</span><span class="pb-msg" id="pb-plan-${name}-msg" data-msg="${name}" aria-live="polite"></span></div>`).join('')
+    + '</div></details>';
+}
 function formHtml() {
   return GROUPS.map(([title, names, more], i) => {
     const inner = `<div class="pb-form">${names.map(field).join('')}</div>`
       + (more.length ? `<details class="pb-sub"><summary>${SUB[title]}</summary><div class="pb-form">${more.map(field).join('')}</div></details>` : '');
     return i === GROUPS.length - 1 ? `<details class="pb-group"><summary>${title}（点开调整）</summary>${inner}</details>`
       : `<fieldset class="pb-group"><legend>${title}</legend>${inner}</fieldset>`;
-  }).join('');
+  }).join('') + calibrationHtml();
 }
 
 function numbers(r) {
@@ -143,24 +182,27 @@ function resultsHtml(r, width, axis) {
   const o = r.out, m = o.memory, L = P.layouts(r), scaling = axis === 'devices' ? L.scaling : P.scaling(r.s, r.split, 'inter_bw');
   const dl = [['每卡显存', 'total', `${B(m.total)}（${o.fits ? '放得下' : '放不下'}）`], ['步时', 'step', T(o.step)],
     ['计算 / 暴露的通信 / 气泡', '', `${T(o.compute)} / ${T(o.exposed_comm)} / ${T(o.bubble)}`],
+    ['其中优化器步', 'optimizer', T(o.optimizer)],
     ['吞吐', 'tokens', `${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s`],
     ['效率 / MFU / HFU', 'efficiency', `${pct(o.efficiency)}${o.mfu !== null ? ` / ${pct(o.mfu)} / ${pct(o.hfu)}` : ''}`]];
   const legend = (items) => `<p class="pb-legend">${items.map(([c, n]) => `<span><i class="${c}"></i>${n}</span>`).join('')}</p>`;
   return `<dl class="pb-out">${dl.map(([t, k, v]) => `<dt>${t}</dt><dd${k ? ` data-out="${k}"` : ''}>${v}</dd>`).join('')}</dl>`
     + `<ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(P.sentence(c, o, r.s))}</li>`).join('')}</ul>`
     + `<h4 class="pb-h">一步的时间线（悬停或长按看时长）</h4>${timelineSvg(L.timeline, width)}`
-    + legend([['pb-f', '前向'], ['pb-b', '反向'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
+    + legend([['pb-f', '前向'], ...(L.timeline.blocks.some((b) => b.kind === 'W') ? [['pb-b', '输入梯度 I'], ['pb-w', '权重梯度 W']] : [['pb-b', '反向']]),
+      ['pb-wk', '优化器步'], ['pb-cm', '通信'], ['pb-ex pb-hatch', '暴露的通信'], ['pb-id', '等待（气泡）']])
     + `<h4 class="pb-h">每卡显存</h4>${memorySvg(L.memory, width)}`
     + legend(L.memory.parts.map((p) => [MEMCLS[p.key], `${p.label} ${B(p.bytes)}`]))
     + `<h4 class="pb-h">扩展：加速比与效率</h4><div class="pb-actions" role="radiogroup" aria-label="横轴">`
     + [['devices', '横轴：卡数'], ['inter_bw', '横轴：跨节点带宽']].map(([k, n]) => `<button type="button" data-act="axis" data-axis="${k}" aria-pressed="${axis === k}">${n}</button>`).join('')
     + `</div>${scalingSvg(scaling, width)}<p class="pb-note">加速比以一张卡只做模型计算为基准（那张卡放不下，只是理想的基准）；空心点放不下。</p>`
+    + overlapShell(r, overlapOpen)
     + '<div class="pb-scroll" tabindex="0" role="region" aria-label="各次集合通信（表格可左右滚动）"><table class="pb-table"><thead><tr><th>集合通信</th><th>搬运</th><th>组大小</th><th>链路</th><th>每卡每步</th><th>次数</th><th>时间</th><th>暴露</th></tr></thead><tbody>'
     + (o.comm.map((c) => `<tr><th scope="row">${esc(c[0])}</th><td>${esc(c[1])}</td><td>${c[3]}</td><td>${LINK[c[4]]}</td><td>${B(c[6])}</td><td>${c[5]}</td><td>${T(c[8])}</td><td>${T(c[9])}</td></tr>`).join('') || '<tr><td colspan="8">没有通信（单卡）</td></tr>')
     + `</tbody></table></div><details><summary>模型的简化</summary><ul>${P.assumptions(o, r.s).map((a) => `<li>${esc(a)}</li>`).join('')}</ul></details>`;
 }
 
-let pending = 0;
+let pending = 0, overlapOpen = false;
 function mount(el) {
   el.innerHTML = '<p class="pb-title">方案构建器：显存、通信与一步的时间线</p><form class="pb-plan-form" novalidate>' + formHtml() + '</form>'
     + '<div class="pb-status" aria-live="polite"></div><div class="pb-results"></div>'
@@ -170,14 +212,16 @@ function mount(el) {
   const form = el.querySelector('form'), res = el.querySelector('.pb-results'), status = el.querySelector('.pb-status');
   const input = (name) => el.querySelector(`[name="${name}"]`);
   const raw = () => Object.fromEntries(FIELDS.map((x) => [x.name, input(x.name).value]));
+  const rawAll = () => Object.assign(raw(), Object.fromEntries(CALIBRATION.map((n) => [n, input(n).value])));
   const hash = () => new URLSearchParams(location.hash.slice(1).includes('=') ? location.hash.slice(1) : '');
-  let last = null, axis = 'devices', width = 0;
+  let last = null, axis = 'devices', width = 0, seen = '';
   const update = () => {
-    const r = P.evaluate(raw());
-    for (const fd of FIELDS) {
-      const msg = (r.errors || {})[fd.name] || '';
-      el.querySelector(`[data-msg="${fd.name}"]`).textContent = msg && `${LABELS[fd.name]}：${msg}`;
-      input(fd.name).toggleAttribute('aria-invalid', !!msg);
+    seen = JSON.stringify(rawAll());
+    const r = P.evaluate(rawAll());
+    for (const name of [...FIELDS.map((fd) => fd.name), ...CALIBRATION]) {
+      const msg = (r.errors || {})[name] || '';
+      el.querySelector(`[data-msg="${name}"]`).textContent = msg && `${LABELS[name]}：${msg}`;
+      input(name).toggleAttribute('aria-invalid', !!msg);
     }
     const bad = Object.keys(r.errors || {});
     for (const d of el.querySelectorAll('form details')) if (bad.some((n) => d.querySelector(`[name="${n}"]`))) d.open = true;
@@ -186,7 +230,14 @@ function mount(el) {
     last = r;
     width = Math.max(280, Math.min(res.clientWidth || 640, 760));
     res.innerHTML = resultsHtml(r, width, axis);
+    if (overlapOpen) drawOverlap();
   };
+  const drawOverlap = () => { const box = res.querySelector('[data-out="overlap"]'); if (box && last) box.innerHTML = overlapHtml(last, width); };
+  el.addEventListener('toggle', (e) => {
+    if (!e.target.classList || !e.target.classList.contains('pb-overlap')) return;
+    overlapOpen = e.target.open;
+    if (overlapOpen) drawOverlap();
+  }, true);
   const preset = (kind) => {
     const p = PRESETS[kind][input(kind).value];
     if (p) for (const [k, v] of Object.entries(p)) input(k).value = v;
@@ -208,9 +259,10 @@ function mount(el) {
   };
   const onInput = (e) => {
     const name = e && e.target && e.target.name;
-    if (name === 'model' || name === 'cluster') preset(name); else if (name) matchPreset();
+    if (JSON.stringify(rawAll()) === seen) return;  // a change event after input (a field left): keep the drawings
+    if (name === 'model' || name === 'cluster') preset(name); else if (name && !CALIBRATION.includes(name)) matchPreset();
     update();
-    save();
+    if (!CALIBRATION.includes(name)) save();
   };
   el.addEventListener('input', onInput);
   el.addEventListener('change', onInput);
@@ -247,7 +299,7 @@ function mount(el) {
 
 function mountAll(doc = document) { for (const el of doc.querySelectorAll('.pb-calc[data-calc="plan"]')) mount(el); }
 
-const api = { EXPORT_KEY, LABELS, HINTS, GROUPS, mount, mountAll, numbers, timelineSvg, memorySvg, scalingSvg };
+const api = { EXPORT_KEY, LABELS, HINTS, GROUPS, mount, mountAll, numbers, timelineSvg, memorySvg, scalingSvg, overlapSvg };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else { root.PBPlanView = api; if (root.PBPlan) root.PBPlan.mountAll = mountAll; }
 })(typeof globalThis !== 'undefined' ? globalThis : this);

@@ -20,9 +20,10 @@ function planProblem(p) {
 // The record's fields a plan fills: its own four, and the conditions it answers when still empty.
 function planFields(p) {
   const overlap = p.verdict.find((s) => s.startsWith('重叠')) || '';
+  const measured = p.verdict.find((s) => s.startsWith('实测：') || s.startsWith('全部按数据手册')) || '';  // planreport._measured
   return {
     own: { plan_link: p.link, plan_numbers: p.numbers.join('\n'), plan_assumptions: p.assumptions.join('\n'), plan_verdict: p.verdict.join('\n') },
-    ifEmpty: { ranks: p.numbers[0] || '', bw_kind: 'bytes', batch: 'same', overlap },
+    ifEmpty: { ranks: p.numbers[0] || '', bw_kind: 'bytes', batch: 'same', measured, overlap },
   };
 }
 
