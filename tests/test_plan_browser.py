@@ -81,6 +81,31 @@ def test_pasted_nccl_tests_output_calibrates_the_dp_group(tab):
     assert page.locator('[data-out="step"]').count() == 0
 
 
+def test_measured_step_solves_the_hfu_python_gives(tab):
+    """Does typing a measured step give the HFU and MFU pb.hfu_from_step solves, mark HFU as measured in the
+    verdict, and does a step shorter than the model can go name the field in Chinese and hide the result?"""
+    from parallel_budget.book.nccl_vectors import fitted
+    from parallel_budget.model.planreport import verdict_codes
+
+    page = builder(tab)
+    page.click(f"{ROOT_SEL} summary >> text=用实测校准")
+    page.fill("#pb-plan-measured_step", "8.2")
+    page.wait_for_selector(f'{ROOT_SEL} [data-out="hfu_fit"] [data-hfu]')
+    b, f = fitted({"measured_step": "8.2"})
+    assert float(page.get_attribute("[data-hfu]", "data-hfu")) == pytest.approx(f.hfu, rel=1e-9)
+    assert float(page.get_attribute("[data-mfu]", "data-mfu")) == pytest.approx(f.mfu, rel=1e-9)
+    assert f"{pb.fmt_percent(f.hfu)} / {pb.fmt_percent(f.mfu)}" in out(page, "hfu_fit")
+    assert out(page, "step") == t_(b.step.magnitude)
+    measured = next(v for c, v in zip(verdict_codes(b), b.verdict) if c == "measured")
+    assert measured.startswith("实测：HFU") and page.inner_text('[data-code="measured"]') == measured
+    page.fill("#pb-plan-measured_step", "0.5")
+    page.wait_for_selector("#pb-plan-measured_step[aria-invalid]")
+    with pytest.raises(ValueError) as e:
+        fitted({"measured_step": "0.5"})
+    assert page.inner_text('[data-msg="measured_step"]') == f"实测步时（s）：{e.value}"
+    assert page.locator(f'{ROOT_SEL} [data-out="step"]').count() == 0
+
+
 def test_presets_fill_the_fields_and_an_edit_makes_them_custom(tab):
     """Does choosing Llama 2 70B and H100 nodes fill shape and cluster, and does editing a field say 自定义?"""
     page = builder(tab)

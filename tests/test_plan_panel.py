@@ -88,3 +88,24 @@ def test_pasted_nccl_tests_output_calibrates_the_dp_group():
     assert planlayout.t_(b.step.magnitude) in p.result.value and "实测：DP 组" in p.result.value
     p.controls["dp_nccl"].value = "hello"
     assert "第 1 行" in p.result.value
+
+
+def test_measured_step_gives_the_hfu_hfu_from_step_solves():
+    """Does a measured step give pb.hfu_from_step's HFU and MFU, the plan at that HFU and the verdict marking HFU as
+    measured; do tokens/s alone give the same; are a bare number, bad tokens/s and a too short step refused?"""
+    p = plan_panel(drawings=False, step="8.2 s")
+    f = pb.hfu_from_step("8.2 s", **KW, dp=16, zero_stage=2)
+    assert p.ok and f"8.2 s → {pb.fmt_percent(f.hfu)} / {pb.fmt_percent(f.mfu)}" in p.result.value
+    assert "<b>实测：HFU。" in p.result.value and planlayout.t_(f.budget.step.magnitude) in p.result.value
+    p.controls["step"].value = ""
+    p.controls["tokens_per_s"].value = str(32 * 4096 / 8.2)
+    assert p.ok and f"→ {pb.fmt_percent(f.hfu)} / {pb.fmt_percent(f.mfu)}" in p.result.value
+    p.controls["tokens_per_s"].value = "fast"
+    assert not p.ok and "“实测每秒词元数（可留空）”需要一个正数" in p.result.value
+    p.controls["tokens_per_s"].value = ""
+    p.controls["step"].value = "8.2"
+    assert not p.ok and "要写上单位" in p.result.value
+    p.controls["step"].value = "500 ms"
+    assert not p.ok and "比 hfu=1（计算跑满峰值）时模型的步时" in p.result.value
+    p.controls["step"].value = ""
+    assert p.ok and "实测步时 → HFU" not in p.result.value and "没有实测：HFU" in p.result.value

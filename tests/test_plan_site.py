@@ -18,8 +18,9 @@ ASSETS = ROOT / "book" / "_static"
 # from 74 632 B to 93 543 B: the new terms (optimizer step, gradient precision, logits, per-boundary PP links:
 # their model, inputs and hints, 77 385 B alone), calibration (nccltests.js, the calibration panel, the overlap
 # figure, 86 355 B alone) and the zero-bubble schedules (planschedule.js, the I/W split, menu and hints, 78 066 B
-# alone): 94 000.
-PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 94_000
+# alone): 94 000.  Issue 32 §4 (a measured step solves the HFU: hfu_from_step in nccltests.js, the step and
+# tokens/s inputs and the HFU / MFU row in planview.js) took it from 93 543 B to 96 571 B (+3 028 B): 96 600.
+PAGE_BUDGET, PLAN_PAGE_BUDGET = 60_000, 96_600
 
 
 class FakeApp:
@@ -93,7 +94,7 @@ def test_the_plan_scripts_run_as_classic_scripts_in_the_page_order():
 
 
 def test_every_page_loads_within_its_budget():
-    """Is the JS + CSS a page loads, as the site ships it (minified), within 94 000 bytes for the builder's
+    """Is the JS + CSS a page loads, as the site ships it (minified), within 96 600 bytes for the builder's
     page with its practice box, and 60 000 for the others?"""
     from parallel_budget.book import minified
 

@@ -42,16 +42,16 @@ def test_registered_files_exist():
 
 
 def test_assets_stay_within_budget_and_offline():
-    """Is all calculator, practice and plan JS + CSS, as the site ships it (minified), at most 114 000 bytes
-    (issue 14's 60 000, raised by issue 23 for the plan builder, by issue 26 and by issue 32's new terms, calibration
-    and zero-bubble schedules), and every readable source free of URLs to other hosts?"""
+    """Is all calculator, practice and plan JS + CSS, as the site ships it (minified), at most 116 500 bytes
+    (issue 14's 60 000, raised by issue 23 for the plan builder, by issue 26 and by issue 32's new terms, calibration,
+    zero-bubble schedules and the HFU a measured step gives), and every readable source free of URLs to other hosts?"""
     from parallel_budget.book import minified
 
     files = [p for p in ASSETS.iterdir() if p.suffix in (".js", ".css")]
     shipped = minified.minified_sizes()
     assert set(shipped) == {p.name for p in files} and "plan.js" in shipped
     total = sum(shipped.values())
-    assert total <= minified.BUDGET == 114_000, f"calculator, practice and plan JS + CSS ship as {total} B, budget {minified.BUDGET} B"
+    assert total <= minified.BUDGET == 116_500, f"calculator, practice and plan JS + CSS ship as {total} B, budget {minified.BUDGET} B"
     for p in files:
         text = p.read_text(encoding="utf-8")
         assert not re.search(r"https?://|//cdn|@import", text), p.name

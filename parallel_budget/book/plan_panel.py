@@ -8,24 +8,28 @@ Inputs come in groups, as on the site: model, batch, cluster, plan, and the
 advanced ones folded.  Models and clusters are presets (:mod:`parallel_budget.model.presets`);
 memory and bandwidths may be overridden as text with units ("80 GiB",
 "200 Gb/s"), so bits and bytes are both accepted and the verdict says which it read.
-``search_rows`` lists the fastest fitting splits of ``devices``.
+``search_rows`` lists the fastest fitting splits of ``devices``.  A measured step (or tokens per second) gives
+the HFU that reproduces it (:func:`parallel_budget.hfu_from_step`): the plan, its drawings and the verdict are
+then those at that HFU, and the verdict marks HFU as measured.
 """
 
 from __future__ import annotations
 
 import ipywidgets as widgets
 
+from ..model.hfufit import hfu_from_step
 from ..model.plan import plan_budget
 from ..model.plansearch import search_plans
 from ..model.presets import CLUSTERS, MODELS
 from ..model.scaling import plan_scaling
 from ..model.units import fmt, fmt_percent
 from . import planfigures, planlayout
-from .widgets import Panel, _int, _text
+from .widgets import Panel, _int, _QuantityText, _text
 
 GROUPS = (("模型", ("model",)), ("batch", ("global_batch", "micro_batch")), ("集群", ("cluster", "device_memory", "inter_bw", "hbm_bw")),
           ("方案", ("dp", "tp", "pp", "zero_stage", "schedule", "recompute")),
-          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "grad_reduce_dtype", "logits", "devices", "dp_nccl")))
+          ("高级", ("overlap_param_gather", "overlap_grad_reduce", "grad_reduce_dtype", "logits", "devices", "dp_nccl", "step",
+                   "tokens_per_s")))
 
 
 def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
@@ -43,11 +47,12 @@ def _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_
 
 def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, dp, tp, pp, zero_stage, schedule,
             recompute, overlap_param_gather, overlap_grad_reduce, devices, grad_reduce_dtype="bf16", hbm_bw="",
-            logits=True, dp_nccl=""):
+            logits=True, dp_nccl="", step="", tokens_per_s=""):
     kw = _kw(model, cluster, global_batch, recompute, schedule, device_memory, inter_bw, overlap_param_gather,
              overlap_grad_reduce, grad_reduce_dtype, hbm_bw, logits, dp_nccl)
     split = dict(dp=dp, tp=tp, pp=pp, zero_stage=zero_stage, micro_batch=micro_batch)
-    b = plan_budget(**kw, **split)
+    fit = _hfu_fit(step, tokens_per_s, kw, split)
+    b = plan_budget(**kw, **split) if fit is None else fit.budget
     m = b.memory
     t_ = planlayout.t_
     rows = [
@@ -63,8 +68,22 @@ def _render(model, cluster, global_batch, micro_batch, device_memory, inter_bw, 
     rows += [(f"{c.name}（{c.what}，{c.ranks} 卡，{'节点内' if c.link == 'intra' else '跨节点'}）",
               f"每卡每步 {fmt(c.bytes)}，{c.calls} 次，{t_(c.time.magnitude)}，暴露 {t_(c.exposed.magnitude)}")
              for c in b.comm]
+    if fit is not None:
+        rows.append(("实测步时 → HFU / MFU", f"{t_(fit.step.magnitude)} → {fmt_percent(fit.hfu)} / {fmt_percent(fit.mfu)}"))
     rows += [(f"结论 {i}", v) for i, v in enumerate(b.verdict, 1)]
     return rows + search_rows(devices, **kw), b, plan_scaling(**kw, **split)
+
+
+def _hfu_fit(step, tokens_per_s, kw, split):
+    """hfu_from_step of the panel's measured step ("8.2 s") and/or tokens per second, or None when both are empty."""
+    step, tokens = str(step).strip(), str(tokens_per_s).strip()
+    if not (step or tokens):
+        return None
+    try:
+        n = float(tokens) if tokens else None
+    except ValueError:
+        raise ValueError(f"参数 tokens_per_s 需要一个正数（每秒词元数，如 20000），收到 {tokens!r}。") from None
+    return hfu_from_step(step or None, tokens_per_s=n, **kw, **split)
 
 
 def search_rows(devices, top=5, **kw) -> list:
@@ -123,7 +142,7 @@ class PlanPanel(Panel):
 def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_batch=1, device_memory="", inter_bw="",
                dp=16, tp=1, pp=1, zero_stage=2, schedule="1f1b", recompute="none", overlap_param_gather=False,
                overlap_grad_reduce=True, devices=16, drawings=True, grad_reduce_dtype="bf16", hbm_bw="",
-               logits=True, dp_nccl="") -> Panel:
+               logits=True, dp_nccl="", step="", tokens_per_s="") -> Panel:
     """A panel for one plan of a preset model and cluster, the search's best splits and the three drawings."""
     def dropdown(options, value, label):
         return widgets.Dropdown(options=options, value=value, description=label)
@@ -147,5 +166,7 @@ def plan_panel(model="llama2-7b", cluster="a100-40gb", global_batch=32, micro_ba
         "logits": widgets.Checkbox(value=logits, description="计入最后一个阶段的 logits"),
         "dp_nccl": widgets.Textarea(value=dp_nccl, description="DP 组 nccl-tests 输出（可留空）",
                                     style={"description_width": "initial"}, layout=widgets.Layout(width="100%")),
+        "step": _QuantityText(step, "实测步时（可留空）", "time"),
+        "tokens_per_s": _text(tokens_per_s, "实测每秒词元数（可留空）"),
     }
     return PlanPanel("方案构建器：显存、通信与一步的时间线", controls, _render, drawings)

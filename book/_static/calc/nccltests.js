@@ -6,7 +6,8 @@
 // measured (planreport._measured). No DOM here; node loads it with require(). Classic script, so it also runs from file://.
 (function (root) {
 'use strict';
-const { fmt, trim } = root.PBModel || require('./model.js');
+const M = root.PBModel || require('./model.js');
+const { fmt, trim } = M;
 const FUNC = 'fit_nccl_tests';
 const TYPE_BYTES = { int8: 1, uint8: 1, int32: 4, uint32: 4, int64: 8, uint64: 8, half: 2, float: 4, double: 8, bfloat16: 2, f8e4m3: 1, f8e5m2: 1 };
 const RANK = /^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+/;
@@ -176,7 +177,51 @@ function overlapLayout(core, s, split, points = 25) {
   return { threshold: th, tokens, exposed, stage, dp };
 }
 
-const api = { fit, parse, share, rounds, TYPE_BYTES, CALIBRATION, fits, measured, overlapThreshold, planThreshold, overlapLayout };
+// hfufit.hfu_from_step: the hfu at which the plan model (core, plan.js's) gives a measured step (s, seconds) or
+// tokens per second; same bisection on log hfu, same refusals. s: settings with hfu 1 as a start; returns the fit.
+const g4 = (x) => {  // Python's format(x, '.4g'): round half to even on the exact double, then fixed or exponent
+  const [m, e] = Math.abs(x).toExponential(99).split('e'), all = m.replace('.', ''), rest = all.slice(4).replace(/0+$/, '');
+  let n = Number(all.slice(0, 4)), k = Number(e);
+  if (rest > '5' || (rest === '5' && n % 2)) n += 1;
+  if (n === 10000) { n = 1000; k += 1; }
+  const sign = x < 0 ? '-' : '', digits = String(n).replace(/0+$/, '') || '0';
+  if (k < -4 || k >= 4) return `${sign}${digits[0]}${digits.length > 1 ? `.${digits.slice(1)}` : ''}e${k < 0 ? '-' : '+'}${String(Math.abs(k)).padStart(2, '0')}`;
+  const f = k >= 0 ? (digits + '000').slice(0, k + 1) + (digits.length > k + 1 ? `.${digits.slice(k + 1)}` : '') : `0.${'0'.repeat(-k - 1)}${digits}`;
+  return sign + f;
+};
+function hfuFromStep(core, s, split, step = null, tokensPerS = null) {
+  const F = 'hfu_from_step', run = (hfu, m = s.measured) => core(Object.assign({}, s, { hfu, measured: m }), ...split);
+  if (step === null && tokensPerS === null) throw fail(`${F}() 需要实测的 step（如 "8.2 s"）或 tokens_per_s（每秒词元数）二者之一。`);
+  const base = run(1.0), tokens = s.global_batch * s.seq;
+  let t = step;
+  if (tokensPerS !== null) {
+    const t2 = tokens / tokensPerS;
+    if (t !== null && Math.abs(t2 - t) > 0.02 * t) throw fail(`${F}() 的 step=${g4(t)} s 与 tokens_per_s 推出的 ${g4(t2)} s（全局 batch ${tokens} 个词元）相差超过 2%：两者应来自同一次测量。`);
+    t = t === null ? t2 : t;
+  }
+  if (base.mfu === null) throw fail(`${F}() 要用 peak_flops（或集群预设）算 HFU，不能配 compute。`);
+  if (t <= 0 || t < base.step * (1 - 1e-9)) throw fail(`${F}() 的实测步时 ${g4(t)} s 比 hfu=1（计算跑满峰值）时模型的步时 ${g4(base.step)} s 还短：模型的通信或气泡比实测的多，先用 nccl-tests 的实测带宽校准通信（dp_nccl=…）。`);
+  let lo = 1e-4, hi = 1.0;
+  for (let i = 0; i < 60; i++) {
+    const mid = Math.sqrt(lo * hi);
+    if (run(mid).step > t) lo = mid; else hi = mid;
+  }
+  const b = run(hi), measured = [...s.measured, 'hfu'];
+  return { step: t, hfu: hi, mfu: b.mfu * b.step / t, hfu_step: b.hfu * b.step / t, s: Object.assign({}, s, { hfu: hi, measured }) };
+}
+// The builder's measured step (s) and throughput (tokens/s), as plan_budget(...) then hfu_from_step(...).
+const STEP = [{ name: 'measured_step', kind: 'num', min: 0, max: 1e7, min_open: true }, { name: 'measured_tokens', kind: 'num', min: 0, max: 1e15, min_open: true }];
+function stepFit(core, s, split, raw, errors) {
+  const [t, n] = STEP.map((fd) => {
+    const text = String(raw[fd.name] ?? '').trim();
+    if (!text) return null;
+    try { return M.fieldValue(fd, { [fd.name]: text }); } catch (e) { errors[fd.name] = e.message; return null; }
+  });
+  if (Object.keys(errors).length || (t === null && n === null)) return { s, fit: null };
+  try { const fit = hfuFromStep(core, s, split, t, n); return { s: fit.s, fit }; } catch (e) { errors[t === null ? 'measured_tokens' : 'measured_step'] = e.message; return { s, fit: null }; }
+}
+
+const api = { g4, hfuFromStep, STEP, stepFit, fit, parse, share, rounds, TYPE_BYTES, CALIBRATION, fits, measured, overlapThreshold, planThreshold, overlapLayout };
 if (typeof module === 'object' && module.exports) module.exports = api;
 else root.PBNccl = api;
 })(typeof globalThis !== 'undefined' ? globalThis : this);

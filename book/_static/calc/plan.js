@@ -375,17 +375,18 @@ function assumptions(o, s) {
     '气泡 = 第一个流水线 rank 既不计算、自己的通信也不在跑的时间，从时间线读出；各阶段等长、通信不计时，GPipe 与 1F1B 的气泡占整步的 (p−1)/(m+p−1)（即理想时间的 (p−1)/m），交错式 1F1B 占 (p−1)/(v·m+p−1)（理想时间的 (p−1)/(v·m)）；零气泡调度用 W 填空档，气泡更小，只从时间线读。'];
 }
 
-// One evaluation of the form: numbers, verdict codes, optionally the search (as plan_vectors.evaluate).
+// One evaluation of the form: numbers, verdict codes, optionally the search (as plan_vectors.evaluate); fit: the HFU a measured step gives.
 function evaluate(raw = {}, withSearch = false) {
   const { v, errors } = read(raw);
   const cal = fits(raw, errors);
   if (Object.keys(errors).length) return { errors, values: v };
-  const s = Object.assign(settings(v), cal), split = SPLIT.map((k) => Number(v[k]));
+  const split = SPLIT.map((k) => Number(v[k])), { s, fit } = NC.stepFit(core, Object.assign(settings(v), cal), split, raw, errors);
+  if (Object.keys(errors).length) return { errors, values: v };  // a measured step or tokens/s refused (hfu_from_step)
   const out = core(s, ...split);
   out.codes = codes(out, s);
   out.scaling = scaling(s, split);
   if (withSearch) out.search = search(s, v.devices);
-  return { out, values: v, s, split };
+  return { out, values: v, s, split, fit };
 }
 // The three layouts of an evaluated plan (plan_vectors.layouts).
 function layouts(r) {

@@ -7,8 +7,9 @@
 const M = root.PBModel || require('./model.js');
 const P = root.PBPlan || require('./plan.js');
 const { esc, fmtAuto, fmtCount, pct, trim } = M;
-const { FIELDS, PRESETS, SPLIT, CALIBRATION, tfmt: T } = P;
+const { FIELDS, PRESETS, SPLIT, CALIBRATION: NCCL, tfmt: T } = P;
 const NC = root.PBNccl || require('./nccltests.js');
+const STEP = NC.STEP.map((x) => x.name), CALIBRATION = [...NCCL, ...STEP];  // the box "用实测校准": not in the link
 const EXPORT_KEY = 'pb-plan-builder-v1';
 const B = (x) => fmtAuto(x, 'B');
 
@@ -22,7 +23,7 @@ const LABELS = {
   bucket: '梯度桶（MiB）', param_bytes: '参数（字节/参数）', grad_bytes: '梯度（字节/参数）', optim_bytes: '优化器（字节/参数）', compute: '实测单卡整步计算（s）',
   overlap_grad_reduce: '梯度归约跟在反向后面', overlap_param_gather: '参数 all-gather 与下一步前向重叠', devices: '搜索用的卡数',
   grad_reduce_dtype: '梯度归约精度', hbm_bw: '显存带宽（GB/s）', optimizer_traffic: '优化器步读写（字节/参数）', logits: '计入最后一个阶段的 logits',
-  dp_nccl: 'DP 组的 nccl-tests 输出', tp_nccl: 'TP 组的 nccl-tests 输出',
+  dp_nccl: 'DP 组的 nccl-tests 输出', tp_nccl: 'TP 组的 nccl-tests 输出', measured_step: '实测步时（s）', measured_tokens: '实测吞吐（词元/s）',
 };
 const HINTS = {
   model: '选一个公开模型，下面的形状和训练选项按它填好；改动后变成“自定义”。', layers: 'Transformer 的层数。', hidden: '每个词元的向量维度。',
@@ -45,6 +46,8 @@ const HINTS = {
   logits: '最后一个阶段为交叉熵存一个微批次的 logits（16 位加 fp32 副本）。',
   dp_nccl: '在 DP 组那些卡上跑 all_reduce_perf（DDP）或 reduce_scatter_perf / all_gather_perf（ZeRO），整段输出贴在这里：拟合出的 α 与总线带宽代替上面的标称值。不存进链接。',
   tp_nccl: '同上，TP 组（一般是一个节点内的卡）的 all_reduce_perf 输出。',
+  measured_step: '训练时一步（整个全局 batch）的实测秒数：解出让模型给出这个步时的 HFU（pb.hfu_from_step），结论里 HFU 记为实测。不存进链接。',
+  measured_tokens: '可不填；或只填它：每秒词元数，步时 = 全局 batch × 序列长度 ÷ 它。两者都填时要相差不到 2%。',
 };
 // Groups of inputs: [title, shown, folded inside the group]; the last group is folded as a whole.
 const GROUPS = [['模型', ['model', 'seq'], ['layers', 'hidden', 'heads', 'vocab']], ['batch', ['global_batch', 'micro_batch'], []],
@@ -155,9 +158,10 @@ function field(name) {
     + [fd, u].filter(Boolean).map((x) => `<span class="pb-msg" id="pb-plan-${x.name}-msg" data-msg="${x.name}" aria-live="polite"></span>`).join('') + '</div>';
 }
 function calibrationHtml() {
-  return '<details class="pb-group"><summary>用实测校准（粘贴 nccl-tests 的输出）</summary><div class="pb-form">'
+  return '<details class="pb-group"><summary>用实测校准（nccl-tests 的输出、实测步时）</summary><div class="pb-form">'
     + CALIBRATION.map((name) => `<div class="pb-field"><label for="pb-plan-${name}">${LABELS[name]}</label>`
-      + `<textarea id="pb-plan-${name}" name="${name}" rows="4" spellcheck="false" autocomplete="off" aria-describedby="pb-plan-${name}-hint pb-plan-${name}-msg"></textarea>`
+      + (STEP.includes(name) ? `<input id="pb-plan-${name}" name="${name}" type="text" inputmode="decimal" autocomplete="off" spellcheck="false"`
+        : `<textarea id="pb-plan-${name}" name="${name}" rows="4" spellcheck="false" autocomplete="off"`) + ` aria-describedby="pb-plan-${name}-hint pb-plan-${name}-msg">${STEP.includes(name) ? '' : '</textarea>'}`
       + `<span class="pb-hint" id="pb-plan-${name}-hint">${esc(HINTS[name])}</span><span class="pb-msg" id="pb-plan-${name}-msg" data-msg="${name}" aria-live="polite"></span></div>`).join('')
     + '</div></details>';
 }
@@ -185,6 +189,8 @@ function resultsHtml(r, width, axis) {
     ['其中优化器步', 'optimizer', T(o.optimizer)],
     ['吞吐', 'tokens', `${Math.round(o.tokens_per_s).toLocaleString('en')} 词元/s`],
     ['效率 / MFU / HFU', 'efficiency', `${pct(o.efficiency)}${o.mfu !== null ? ` / ${pct(o.mfu)} / ${pct(o.hfu)}` : ''}`]];
+  const f = r.fit;  // hfu_from_step: the HFU (the model's input) that reproduces the measured step, and the MFU
+  if (f) dl.push(['实测步时 → HFU / MFU', 'hfu_fit', `${T(f.step)} → <span data-hfu="${f.hfu}">${pct(f.hfu)}</span> / <span data-mfu="${f.mfu}">${pct(f.mfu)}</span>`]);
   const legend = (items) => `<p class="pb-legend">${items.map(([c, n]) => `<span><i class="${c}"></i>${n}</span>`).join('')}</p>`;
   return `<dl class="pb-out">${dl.map(([t, k, v]) => `<dt>${t}</dt><dd${k ? ` data-out="${k}"` : ''}>${v}</dd>`).join('')}</dl>`
     + `<ul class="pb-verdict" data-out="verdict">${o.codes.map((c) => `<li data-code="${c}">${esc(P.sentence(c, o, r.s))}</li>`).join('')}</ul>`
