@@ -118,7 +118,9 @@ def test_a_formula_edit_reaches_the_page_and_a_prose_edit_runs_one_page(tmp_path
     assert "17 GB" in shown(copy, "intro")
 
     guide = copy / "book" / "reading-guide.md"
-    guide.write_text(guide.read_text(encoding="utf-8").replace("读两份材料。", "读两份材料,边读边记。"), encoding="utf-8")
+    before = guide.read_text(encoding="utf-8")
+    assert before.count("读两份材料") == 1, "the prose edit below needs its anchor in the reading guide"
+    guide.write_text(before.replace("读两份材料", "读两份材料,边读边记"), encoding="utf-8")
     executed, _ = build(copy)
     assert executed == {"reading-guide"}
     html = (copy / "_build" / "html" / "book" / "reading-guide.html").read_text(encoding="utf-8")
