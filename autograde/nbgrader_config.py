@@ -50,8 +50,8 @@ c.Variants.enabled = False
 # Chinese stubs in the released notebooks. A code solution region becomes this comment and one
 # `name = ...` line per answer it assigns (`return ...` in a function body): `...` is the sentinel
 # the checks report as "还没有作答" without stopping Run All in the student's notebook, and that
-# scores 0 in grading (parallel_budget/grading/stubs.py puts AnswerStubs in ClearSolutions' place).
-from parallel_budget.grading.stubs import release_preprocessors  # noqa: E402
+# scores 0 in grading (parallel_budget/grading/scoring/answer_stubs.py puts AnswerStubs in ClearSolutions' place).
+from parallel_budget.grading.scoring.answer_stubs import release_preprocessors  # noqa: E402
 
 c.GenerateAssignment.preprocessors = release_preprocessors()
 c.ClearSolutions.code_stub = {"python": "# 在这里写你的答案：把每个 ... 换成你的结果（可以先写几行中间计算）"}
@@ -61,7 +61,7 @@ c.ClearSolutions.text_stub = "在这里写你的回答。"
 # restart the kernel instead of dropping the notebook, huge outputs are cut.
 c.Execute.timeout = 30
 c.Execute.startup_timeout = 60
-# Kernels are forked from a warm fork server (parallel_budget/grading/forkserver.py);
+# Kernels are forked from a warm fork server (parallel_budget/grading/sandbox/forkserver.py);
 # set this to False to start every kernel from scratch, as stock nbgrader does.
 c.ResilientExecute.fork_kernels = True
 # Per-student wall budget: all of one student's notebooks, cells, kernel restarts and replays together
@@ -70,11 +70,11 @@ c.ResilientExecute.student_budget = 300
 # Once a notebook's last cell has finished there is nothing left to save: kill the kernel.
 c.Execute.shutdown_kernel = "immediate"
 c.Autograde.autograde_preprocessors = [
-    "parallel_budget.grading.preprocessors.ResilientExecute",
+    "parallel_budget.grading.scoring.preprocessors.ResilientExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbconvert.preprocessors.CoalesceStreamsPreprocessor",  # stdout chunking depends on timing; feedback must not
-    "parallel_budget.grading.preprocessors.LimitOutputSize",  # lines and characters (replaces nbgrader's LimitOutput)
+    "parallel_budget.grading.scoring.preprocessors.LimitOutputSize",  # lines and characters (replaces nbgrader's LimitOutput)
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -91,7 +91,7 @@ c.CsvExportPlugin.to = os.path.join(_here, "grades.csv")
 
 # zip_collect: an archive holding <student_id>/<notebook>.ipynb or <student_id>_<notebook>.ipynb
 # (student ids without "_" or "/").  The collector reads an id only at the top of the LMS export, never from a
-# deeper folder or a student's own archive (parallel_budget.grading.zipnames); grade applies the same rules.
+# deeper folder or a student's own archive (parallel_budget.grading.intake.zipnames); grade applies the same rules.
 c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)[/_](?P<file_id>[^/_][^/]*\.ipynb)$"
 c.TopLevelNames.named_regexp = c.FileNameCollectorPlugin.named_regexp
-c.ZipCollectApp.collector_plugin = "parallel_budget.grading.zipnames.TopLevelNames"
+c.ZipCollectApp.collector_plugin = "parallel_budget.grading.intake.zipnames.TopLevelNames"

@@ -86,8 +86,8 @@ def main(argv=None) -> int:
         units = copy / "parallel_budget" / "model" / "units.py"
         units.write_text(units.read_text(encoding="utf-8") + "\n# benchmark edit\n", encoding="utf-8")
         build(copy, "package edit (model/units)")
-        checks = copy / "parallel_budget" / "grading" / "checks.py"
-        checks.write_text(checks.read_text(encoding="utf-8") + "\n# benchmark edit\n", encoding="utf-8")
+        runner = copy / "parallel_budget" / "grading" / "runner.py"
+        runner.write_text(runner.read_text(encoding="utf-8") + "\n# benchmark edit\n", encoding="utf-8")
         build(copy, "package edit (grading)")
         if args.fresh_clone:
             fresh_clone(Path(tmp))

@@ -9,7 +9,7 @@ In one run, in throw-away copies of the course:
    from scratch) of a one-notebook assignment whose notebook is empty, for
    ``--floor-students`` students: seconds per notebook = kernel start-up plus
    nbgrader's own overhead.  The course's grade command forks warm kernels
-   (``parallel_budget.grading.forkserver``), so it runs below this floor;
+   (``parallel_budget.grading.sandbox.forkserver``), so it runs below this floor;
 2. unsandboxed: ``grade --jobs 1 --no-sandbox`` of a synthetic class
    (``classroom.write_class``: right answers, classic slips, blank notebooks) x all notebooks;
 3. sandboxed: ``grade --jobs 1`` (every kernel in bubblewrap, trusted checks) of the same class;
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from parallel_budget.grading import classroom  # noqa: E402
+from parallel_budget.grading.intake import synthetic  # noqa: E402
 from parallel_budget.grading.course import Course  # noqa: E402
 from parallel_budget.grading.runner import grade  # noqa: E402
 
@@ -109,7 +109,7 @@ def main() -> None:
         template = course_copy(tmp / "template")
         notebooks = len(template.notebooks("lesson"))
         incoming = tmp / "class"
-        classroom.write_class(template, "lesson", incoming, args.students)
+        synthetic.write_class(template, "lesson", incoming, args.students)
         n = args.students * notebooks
         if args.cluster:
             return cluster_run(tmp, incoming, n, notebooks, args.jobs, args.cluster)

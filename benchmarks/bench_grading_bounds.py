@@ -4,7 +4,7 @@
 
 1. the host-side path of one notebook before kernels: read the JSON, cap the cells
    (:func:`parallel_budget.grading.bounds.cap_cells`), integrity scan
-   (:func:`parallel_budget.grading.integrity.compare_cells`), for the review's 5 MB notebook
+   (:func:`parallel_budget.grading.scoring.integrity.compare_cells`), for the review's 5 MB notebook
    (one cell ``"x=1\\n" * 1_000_000``): seconds and peak traced memory;
 2. the worst case under the caps: a cell of ``AST_SCAN_CHARS`` characters of ``x=1`` (syntax-tree scan)
    and one of ``MAX_CELL_CHARS`` (text scan);
@@ -27,7 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from parallel_budget.grading import bounds, classroom, integrity  # noqa: E402
+from parallel_budget.grading import bounds
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.scoring import integrity  # noqa: E402
 from parallel_budget.grading.course import Course  # noqa: E402
 
 NB = "02-ring-allreduce"
@@ -66,12 +68,12 @@ def grade_peak(tmp: Path, extra: bool) -> list:
         shutil.copy(ROOT / folder / "lesson" / f"{NB}.ipynb", root / folder / "lesson")
     incoming = root / "incoming"
     course = Course(root)
-    classroom.write_student(incoming, "honest", "lesson", {NB: classroom.submission(course, "lesson")[NB]})
+    synthetic.write_student(incoming, "honest", "lesson", {NB: synthetic.submission(course, "lesson")[NB]})
     if extra:
         for student, times in (("big5", 1), ("big50", 10)):
-            nb = classroom.submission(course, "lesson")[NB]
-            classroom.insert_code(nb, "answer_ex1", "x=1\n" * 1_000_000 * times)
-            classroom.write_student(incoming, student, "lesson", {NB: nb})
+            nb = synthetic.submission(course, "lesson")[NB]
+            synthetic.insert_code(nb, "answer_ex1", "x=1\n" * 1_000_000 * times)
+            synthetic.write_student(incoming, student, "lesson", {NB: nb})
     run = subprocess.run([sys.executable, "-c", MEASURE, str(incoming), str(root)], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     return json.loads(run.stdout.strip().splitlines()[-1])

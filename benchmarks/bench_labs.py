@@ -6,7 +6,7 @@ gloo group and exit (``run_lab("floor")``), measured in the same round.  Targets
 ``python -m`` ranks, at most 10 s and at most 3x the floor; forked from the zygote, at most 10 s and the floor
 far below the plain one.  Issue 27's labs at most 15 s each, ``restart_drill`` included (two torchrun
 agents import torch and fork two rounds of four workers; the book build also reuses its result while the
-package is unchanged, ``labs/cache.py``).  With more than one round, the median wall time of each lab
+package is unchanged, ``labs/engine/cache.py``).  With more than one round, the median wall time of each lab
 over the rounds closes the timing.
 The stress mode runs every lab N times in a row (a lab's ``STRESS_RUNS`` caps N, its ``STRESS_OPTIONS``
 lighten it, as in tests/test_labs_reliability.py) in each launch mode, with the CPU seconds of all its
@@ -31,9 +31,10 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from parallel_budget.labs import LABS, LaunchConfig, live_processes, run_lab, zygoteclient
-from parallel_budget.labs.config import lab_module
-from parallel_budget.labs.launcher import launch
+from parallel_budget.labs import LABS, LaunchConfig, live_processes, run_lab
+from parallel_budget.labs.engine import zygoteclient
+from parallel_budget.labs.engine.config import lab_module
+from parallel_budget.labs.engine.launcher import launch
 
 LIMIT_S = 10.0
 LIMIT_X = 3.0

@@ -49,7 +49,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from grading_helpers import course_copy
 
-    from parallel_budget.grading import classroom, merge, runner
+    from parallel_budget.grading.intake import synthetic
+    from parallel_budget.grading.results import merge
+    from parallel_budget.grading import runner
     from parallel_budget.grading.course import Course
 
     ap = argparse.ArgumentParser()
@@ -58,14 +60,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-merge-"))
     try:
         course = Course(course_copy(tmp / "course"))
-        classroom.write_student(tmp / "in", "seed", "lesson", classroom.submission(course, "lesson"))
+        synthetic.write_student(tmp / "in", "seed", "lesson", synthetic.submission(course, "lesson"))
         runner.grade(tmp / "in", root=course.root, jobs=1, quiet=True)  # makes the gradebook
         key, base = runner.prepare_base(course, "lesson")
         shard = tmp / "seed-shard"
         task = dict(root=str(course.root), student="seed", assignment="lesson", shard=str(shard),
                     template=str(base / "template.db"), digest="x", base=key, notebooks=course.notebooks("lesson"),
                     release_cells=runner.release_cells(base, "lesson"), timeout=None, marks={})
-        from parallel_budget.grading.shard import grade_student
+        from parallel_budget.grading.fleet.shard import grade_student
 
         assert grade_student(task)["ok"]
         shards = {}

@@ -10,7 +10,7 @@ PYTHON="${PYTHON:-python3.11}"
 
 need_pkgs=()
 dpkg -s fonts-noto-cjk >/dev/null 2>&1 || need_pkgs+=(fonts-noto-cjk)
-command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)  # the grading sandbox (parallel_budget/grading/sandbox.py)
+command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)  # the grading sandbox (parallel_budget/grading/sandbox/bwrap.py)
 if [ "${PB_WITH_BROWSER:-1}" = 1 ]; then
   [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
   command -v node >/dev/null || need_pkgs+=(nodejs)  # node --test for the JS calculators

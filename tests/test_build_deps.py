@@ -126,7 +126,7 @@ def test_a_formula_edit_reaches_the_page_and_a_prose_edit_runs_one_page(tmp_path
     html = (copy / "_build" / "html" / "book" / "reading-guide.html").read_text(encoding="utf-8")
     assert "边读边记" in html
 
-    runner = copy / "parallel_budget" / "grading" / "checks.py"
+    runner = copy / "parallel_budget" / "grading" / "runner.py"
     runner.write_text(runner.read_text(encoding="utf-8") + "\n# an edit no page depends on\n", encoding="utf-8")
     executed, _ = build(copy)
     assert executed == set(), "a grading edit re-executed pages that do not import grading"

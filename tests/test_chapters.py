@@ -132,7 +132,7 @@ def test_chapter_offers_its_exercise_notebook(built_site, page, notebook):
 
 def test_every_lab_is_in_a_chapter():
     """Is every registered lab shown in some chapter?"""
-    from parallel_budget.labs.launcher import LABS
+    from parallel_budget.labs.engine.launcher import LABS
 
     shown = {lab for labs in CHAPTER_LABS.values() for lab in labs}
     assert shown == set(LABS) - {"floor"}

@@ -30,7 +30,8 @@ from jupyterlab_server import stop, url_when_serving
 from serve import Tab
 from test_formgrader import LIVE, NB, _env, _grade_rows, _open, _run, _submission_id
 
-from parallel_budget.grading import classroom, csp
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.results import csp
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -96,10 +97,10 @@ def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("csp")
     course = Course(course_copy(tmp / "course", (NB,)))
     folder = tmp / "in"
-    classroom.write_student(folder, "ann", "lesson", classroom.submission(course, "lesson", {"explain_ex1": ANSWER}))
-    eve = classroom.submission(course, "lesson", {"explain_ex1": ATTACK_MD})
-    classroom.insert_code(eve[NB], "answer_ex2", OUT_CODE)
-    classroom.write_student(folder, "eve", "lesson", eve)
+    synthetic.write_student(folder, "ann", "lesson", synthetic.submission(course, "lesson", {"explain_ex1": ANSWER}))
+    eve = synthetic.submission(course, "lesson", {"explain_ex1": ATTACK_MD})
+    synthetic.insert_code(eve[NB], "answer_ex2", OUT_CODE)
+    synthetic.write_student(folder, "eve", "lesson", eve)
     summary = grade(folder, root=course.root, jobs=2, timeout=20, quiet=True)
     assert set(summary["graded"]) == {"ann", "eve"}, summary
     env = _env(tmp / "jupyter")
@@ -274,7 +275,7 @@ def test_nothing_runs_in_the_feedback_page(browser, lab, click):
 def test_mathjax_in_both_pages_is_the_safe_one(lab):
     """Do both templates load MathJax's ui/safe, keep \\href/\\class/\\style/\\unicode unloaded, and is ui/safe
     next to every feedback page?"""
-    from parallel_budget.grading.feedback import TEMPLATES
+    from parallel_budget.grading.results.feedback import TEMPLATES
 
     course, _ = lab
     for name in ("pb_formgrade", "pb_feedback"):

@@ -13,7 +13,7 @@ import yaml
 
 import parallel_budget as pb
 from conftest import ROOT
-from parallel_budget.grading.diagnose import MISTAKES, ring_send
+from parallel_budget.answers.diagnose import MISTAKES, ring_send
 
 BOOK = ROOT / "book"
 

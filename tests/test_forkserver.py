@@ -20,8 +20,8 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from parallel_budget.grading import forkclient as forkserver
-from parallel_budget.grading.warmkernels import kernel_manager_class
+from parallel_budget.grading.sandbox import forkclient as forkserver
+from parallel_budget.grading.sandbox.warmkernels import kernel_manager_class
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
@@ -84,10 +84,10 @@ def test_forked_kernel_sees_what_a_fresh_kernel_sees(tmp_path, warm):
 
 def test_one_kernel_cannot_change_the_next(tmp_path, warm):
     """Monkeypatching the checker or a global in one kernel leaves the next kernel untouched."""
-    first = _run(["import os; print(os.getppid())\nimport parallel_budget\nfrom parallel_budget.grading import checks\n"
+    first = _run(["import os; print(os.getppid())\nimport parallel_budget\nfrom parallel_budget.answers import checks\n"
           "parallel_budget.LEAK = 1\nchecks.visible = None\nimport builtins\nbuiltins.LEAK = 1"], warm, tmp_path)
     assert first == [f"{forkserver.server().process.pid}\n"]
-    out = _run(["import builtins, parallel_budget\nfrom parallel_budget.grading import checks\n"
+    out = _run(["import builtins, parallel_budget\nfrom parallel_budget.answers import checks\n"
                 "print(hasattr(parallel_budget, 'LEAK'), callable(checks.visible), hasattr(builtins, 'LEAK'))"],
                warm, tmp_path)
     assert out == ["False True False\n"]
@@ -173,8 +173,8 @@ def test_killing_the_grader_leaves_no_fork_server_or_kernel(tmp_path):
     """kill -9 of the process that owns the fork server ends the server and every kernel it forked."""
     script = textwrap.dedent("""
         import asyncio, json, sys
-        from parallel_budget.grading import forkclient as forkserver
-        from parallel_budget.grading.warmkernels import kernel_manager_class
+        from parallel_budget.grading.sandbox import forkclient as forkserver
+        from parallel_budget.grading.sandbox.warmkernels import kernel_manager_class
         async def main():
             km = kernel_manager_class()(kernel_name="python3")
             await km.start_kernel(cwd=sys.argv[1])

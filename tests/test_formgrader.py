@@ -32,7 +32,7 @@ from grading_helpers import ROOT, comments, course_copy, flags, scores
 from jupyterlab_server import isolated_env, stop, url_when_serving
 from serve import Tab
 
-from parallel_budget.grading import classroom
+from parallel_budget.grading.intake import synthetic
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -69,24 +69,24 @@ ATTACK_CODE = "\n".join(["from IPython.display import HTML, SVG, Javascript, Mar
 
 def _hostile_students(course: Course, folder: Path) -> None:
     """mallory, envy, excel, greedy and chatty (see the module docstring)."""
-    mallory = classroom.submission(course, "lesson", {"explain_ex1": ATTACK_MD})
-    classroom.insert_code(mallory[NB], "answer_ex2", ATTACK_CODE)
-    classroom.write_student(folder, "mallory", "lesson", mallory)
-    envy = classroom.submission(course, "lesson")
-    classroom.insert_code(envy[NB], "answer_ex2", "import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())")
-    classroom.write_student(folder, "envy", "lesson", envy)
-    excel = classroom.submission(course, "lesson")
-    classroom.insert_code(excel[NB], "answer_ex2", "import os\nos.listdir('.')")
+    mallory = synthetic.submission(course, "lesson", {"explain_ex1": ATTACK_MD})
+    synthetic.insert_code(mallory[NB], "answer_ex2", ATTACK_CODE)
+    synthetic.write_student(folder, "mallory", "lesson", mallory)
+    envy = synthetic.submission(course, "lesson")
+    synthetic.insert_code(envy[NB], "answer_ex2", "import os\nprint(dict(os.environ))\nprint(open('/proc/self/environ', 'rb').read())")
+    synthetic.write_student(folder, "envy", "lesson", envy)
+    excel = synthetic.submission(course, "lesson")
+    synthetic.insert_code(excel[NB], "answer_ex2", "import os\nos.listdir('.')")
     mine = next(c for c in excel[NB]["cells"] if c["source"] == "import os\nos.listdir('.')")
     mine["metadata"]["nbgrader"] = {"grade": False, "solution": False, "locked": False, "grade_id": FORMULA,
                                     "schema_version": 3}
-    classroom.write_student(folder, "excel", "lesson", excel)
-    greedy = classroom.submission(course, "lesson")
-    classroom.cell(greedy[NB], "test_ex1_send")["metadata"]["nbgrader"]["points"] = 100
-    classroom.write_student(folder, "greedy", "lesson", greedy)
-    chatty = classroom.submission(course, "lesson")
-    classroom.insert_code(chatty[NB], "answer_ex2", "print('x\\n' * 10**6, end='')")
-    classroom.write_student(folder, "chatty", "lesson", chatty)
+    synthetic.write_student(folder, "excel", "lesson", excel)
+    greedy = synthetic.submission(course, "lesson")
+    synthetic.cell(greedy[NB], "test_ex1_send")["metadata"]["nbgrader"]["points"] = 100
+    synthetic.write_student(folder, "greedy", "lesson", greedy)
+    chatty = synthetic.submission(course, "lesson")
+    synthetic.insert_code(chatty[NB], "answer_ex2", "print('x\\n' * 10**6, end='')")
+    synthetic.write_student(folder, "chatty", "lesson", chatty)
 
 
 def _env(tmp: Path) -> dict:
@@ -132,12 +132,12 @@ def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("formgrader")
     course = Course(course_copy(tmp / "course", (NB,)))
     folder = tmp / "in"
-    honest = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
+    honest = synthetic.submission(course, "lesson", {"explain_ex1": ANSWER})
     for student in ("s1", "s2"):
-        classroom.write_student(folder, student, "lesson", honest)
-    sneaky = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
-    classroom.insert_code(sneaky[NB], "answer_ex1", SNEAKY)
-    classroom.write_student(folder, "s3", "lesson", sneaky)
+        synthetic.write_student(folder, student, "lesson", honest)
+    sneaky = synthetic.submission(course, "lesson", {"explain_ex1": ANSWER})
+    synthetic.insert_code(sneaky[NB], "answer_ex1", SNEAKY)
+    synthetic.write_student(folder, "s3", "lesson", sneaky)
     _hostile_students(course, folder)
     os.environ.update(SECRETS)  # the grader's shell holds secrets (issue 22): no kernel may see them
     try:
@@ -209,9 +209,9 @@ def test_marks_saved_before_and_after_a_grade_run_are_both_kept(lab, page):
 def test_a_mark_saved_while_the_grade_command_runs_survives(lab, page, tmp_path):
     """Save a mark while `grade --force` is between grading and merging: is it in the gradebook and the feedback?"""
     course, folder, url = lab
-    slow = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
-    classroom.insert_code(slow[NB], "answer_ex2", "import time\ntime.sleep(6)")
-    classroom.write_student(folder, "s4", "lesson", slow)
+    slow = synthetic.submission(course, "lesson", {"explain_ex1": ANSWER})
+    synthetic.insert_code(slow[NB], "answer_ex2", "import time\ntime.sleep(6)")
+    synthetic.write_student(folder, "s4", "lesson", slow)
     _open(page, url, _submission_id(course.gradebook, "s2"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "parallel_budget.grading", "--root", str(course.root), "grade",
@@ -273,8 +273,8 @@ def test_a_stale_page_says_so_in_words(lab, page):
     con.close()
     _open(page, url, _submission_id(course.gradebook, "s1"))
     assert page.input_value("input#explain_ex1") == "1"
-    changed = classroom.submission(course, "lesson", {"explain_ex1": "另一个回答。"})
-    classroom.write_student(folder, "s1", "lesson", changed)
+    changed = synthetic.submission(course, "lesson", {"explain_ex1": "另一个回答。"})
+    synthetic.write_student(folder, "s1", "lesson", changed)
     summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
     assert summary["graded"] == ["s1"] and ("s1", NB, "explain_ex1") in summary["regrade"]
     page.wait_for_selector("#pb-banner", state="visible", timeout=20000)

@@ -1,4 +1,4 @@
-"""Are the grader's CSV exports safe to open in a spreadsheet? (parallel_budget.grading.gradebook)
+"""Are the grader's CSV exports safe to open in a spreadsheet? (parallel_budget.grading.results.gradebook)
 
 The whole export (nbgrader's grades.csv, the course's integrity.csv) runs in tests/test_formgrader.py with a
 student-chosen cell id ``=HYPERLINK(...)``; these check the rule itself.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from parallel_budget.grading.gradebook import spreadsheet_safe
+from parallel_budget.grading.results.gradebook import spreadsheet_safe
 
 
 @pytest.mark.parametrize("text", ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1",

@@ -10,9 +10,9 @@ import pint
 import pytest
 
 import parallel_budget as pb
-from parallel_budget.grading import checks, diagnose
-from parallel_budget.grading.answers import AnswerError, read_answer
-from parallel_budget.grading.integrity import passed_without_receipt, scan_source
+from parallel_budget.answers import checks, diagnose
+from parallel_budget.answers.read import AnswerError, read_answer
+from parallel_budget.grading.scoring.integrity import passed_without_receipt, scan_source
 
 
 def _fails(fn, *args):
@@ -211,8 +211,8 @@ def test_practice_prints_the_graders_feedback_and_does_not_raise():
     ("get_ipython().input_transformers_cleanup.append(lambda lines: [])", "skip_tests"),
     ("import builtins\nbuiltins.abs = lambda x: 0", "rebind_builtins"),
     ("isinstance = lambda *a: True", "rebind_builtins"),
-    ("from parallel_budget.grading import checks\nchecks.value = print", "rebind_checker"),
-    ("import sys\nsys.modules['parallel_budget.grading.checks'] = None", "rebind_checker"),
+    ("from parallel_budget.answers import checks\nchecks.value = print", "rebind_checker"),
+    ("import sys\nsys.modules['parallel_budget.answers.checks'] = None", "rebind_checker"),
     ("text = open('../../solutions/lesson/02.ipynb').read()", "read_files"),
     ("import os\nos._exit(0)", "kill_kernel"),
     ("class A(float):\n    def __eq__(self, o):\n        return True", "lying_object"),

@@ -21,7 +21,9 @@ import pytest
 
 from grading_helpers import course_copy, flags, notebook_total, scores
 
-from parallel_budget.grading import bounds, classroom, integrity
+from parallel_budget.grading import bounds
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.scoring import integrity
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -84,17 +86,17 @@ def big(tmp_path_factory):
     root = course_copy(tmp_path_factory.mktemp("course"), notebooks={NB, CKPT})
     course = Course(root)
     incoming = tmp_path_factory.mktemp("incoming")
-    honest = classroom.submission(course, "lesson")
-    classroom.write_student(incoming, "honest", "lesson", honest)
-    big5 = classroom.submission(course, "lesson")[NB]
-    classroom.insert_code(big5, "answer_ex1", BIG_CELL)
-    big50 = classroom.submission(course, "lesson")[NB]
-    classroom.insert_code(big50, "answer_ex1", BIG_CELL * 10)
-    explain = classroom.submission(course, "lesson", {"explain_ex1": "很长的解释。" * 200_000})[NB]
-    data = classroom.submission(course, "lesson")[CKPT]
-    classroom.insert_code(data, "answer_ckpt", DATA_CELL)
-    deep = classroom.submission(course, "lesson")[NB]
-    classroom.insert_code(deep, "answer_ex1", "-" * 50_000 + "1")
+    honest = synthetic.submission(course, "lesson")
+    synthetic.write_student(incoming, "honest", "lesson", honest)
+    big5 = synthetic.submission(course, "lesson")[NB]
+    synthetic.insert_code(big5, "answer_ex1", BIG_CELL)
+    big50 = synthetic.submission(course, "lesson")[NB]
+    synthetic.insert_code(big50, "answer_ex1", BIG_CELL * 10)
+    explain = synthetic.submission(course, "lesson", {"explain_ex1": "很长的解释。" * 200_000})[NB]
+    data = synthetic.submission(course, "lesson")[CKPT]
+    synthetic.insert_code(data, "answer_ckpt", DATA_CELL)
+    deep = synthetic.submission(course, "lesson")[NB]
+    synthetic.insert_code(deep, "answer_ex1", "-" * 50_000 + "1")
     for student, notebooks in (("big5", {NB: big5}), ("big50", {NB: big50}), ("bigexplain", {NB: explain}),
                                ("bigdata", {CKPT: data}), ("deep", {NB: deep})):
         folder = incoming / student / "lesson"
@@ -155,15 +157,15 @@ def slow(tmp_path_factory):
         fh.write(f"\nc.ResilientExecute.student_budget = {BUDGET}\n")
     course = Course(root)
     incoming = tmp_path_factory.mktemp("incoming")
-    classroom.write_student(incoming, "honest", "lesson", classroom.submission(course, "lesson"))
-    walk = classroom.submission(course, "lesson")[NB]
+    synthetic.write_student(incoming, "honest", "lesson", synthetic.submission(course, "lesson"))
+    walk = synthetic.submission(course, "lesson")[NB]
     nap = f"import time\ntime.sleep({SLEEP})\n"
     for gid in ("answer_ex1", "answer_ex2", "answer_step", "answer_overlap"):
-        cell = classroom.cell(walk, gid)
+        cell = synthetic.cell(walk, gid)
         cell["source"] = nap + "".join(cell["source"])
-    classroom.insert_code(walk, "answer_ex1", nap)
-    classroom.insert_code(walk, "answer_ex1", nap)
-    classroom.write_student(incoming, "slow", "lesson", {NB: walk})
+    synthetic.insert_code(walk, "answer_ex1", nap)
+    synthetic.insert_code(walk, "answer_ex1", nap)
+    synthetic.write_student(incoming, "slow", "lesson", {NB: walk})
     summary = grade(incoming, root=root, jobs=2, timeout=TIMEOUT, quiet=True)
     return course, summary, scores(course.gradebook), flags(course.gradebook)
 

@@ -22,8 +22,8 @@ import pytest
 from grading_helpers import ROOT, course_copy, scores
 from test_grading_parallel import _class, _outputs
 
-from parallel_budget.grading import cluster as gcluster
-from parallel_budget.grading.shipping import UnsafeArchive, pack, unpack
+from parallel_budget.grading.fleet import cluster as gcluster
+from parallel_budget.grading.fleet.shipping import UnsafeArchive, pack, unpack
 from parallel_budget.grading.course import Course, CourseError
 from parallel_budget.grading.runner import grade
 

@@ -17,8 +17,8 @@ import pytest
 
 from grading_helpers import FILES, course_copy, flags, notebook_total, scores
 
-from parallel_budget.grading import classroom
-from parallel_budget.grading.collect import intake_rows
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.intake.collect import intake_rows
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -32,26 +32,26 @@ def graded(tmp_path_factory):
     root = course_copy(tmp_path_factory.mktemp("course"))
     course = Course(root)
     incoming = tmp_path_factory.mktemp("incoming")
-    classroom.write_student(incoming, "honest", "lesson", classroom.submission(course, "lesson"))
-    slips = classroom.submission(course, "lesson", {
+    synthetic.write_student(incoming, "honest", "lesson", synthetic.submission(course, "lesson"))
+    slips = synthetic.submission(course, "lesson", {
         "answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480",
         "answer_ex2": "ex2_send_per_rank_GB = '56000 MB'\nex2_lower_bound_ms = '0.14 s'",
         "answer_updated_w": "updated_w = 0.85",
         "answer_zero2": "zero2_GB = '24.45 GiB'",
         "answer_peak": "peak_GB = 27\nsmallest_stage = 2",
     })
-    classroom.write_student(incoming, "slips", "lesson", {k: v for k, v in slips.items() if k[:2] in ("01", "02", "03")})
+    synthetic.write_student(incoming, "slips", "lesson", {k: v for k, v in slips.items() if k[:2] in ("01", "02", "03")})
     for name in HOSTILE:
         dest = incoming / name / "lesson"
         dest.mkdir(parents=True)
         shutil.copy(FILES / f"{name}.ipynb", dest / f"{NB}.ipynb")
     # the invalid-JSON student also hands in a valid 01, which must keep its points
-    classroom.write_student(incoming, "invalid-json", "lesson",
-                            {"01-two-rank-update": classroom.submission(course, "lesson")["01-two-rank-update"]})
+    synthetic.write_student(incoming, "invalid-json", "lesson",
+                            {"01-two-rank-update": synthetic.submission(course, "lesson")["01-two-rank-update"]})
     # output that reaches nbgrader in several chunks (a flush, then more text) must be saved as one
-    chunky = classroom.submission(course, "lesson")["01-two-rank-update"]
-    classroom.insert_code(chunky, "answer_updated_w", CHUNKY)
-    classroom.write_student(incoming, "chunky", "lesson", {"01-two-rank-update": chunky})
+    chunky = synthetic.submission(course, "lesson")["01-two-rank-update"]
+    synthetic.insert_code(chunky, "answer_updated_w", CHUNKY)
+    synthetic.write_student(incoming, "chunky", "lesson", {"01-two-rank-update": chunky})
     summary = grade(incoming, root=root, jobs=2, timeout=3, quiet=True)
     return course, summary, scores(course.gradebook), flags(course.gradebook)
 

@@ -20,7 +20,8 @@ import pytest
 
 from grading_helpers import course_copy, flags, scores
 
-from parallel_budget.grading import classroom, forkclient, sandbox
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.sandbox import forkclient, bwrap
 from parallel_budget.grading.__main__ import main
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
@@ -34,8 +35,8 @@ BREAKER = '''
 import os
 _target = os.environ.get("PB_TEST_BREAK_KERNELS_OF")
 if _target:
-    import parallel_budget.grading.shard as _shard
-    from parallel_budget.grading import warmkernels as _wk
+    import parallel_budget.grading.fleet.shard as _shard
+    from parallel_budget.grading.sandbox import warmkernels as _wk
     _real, _server = _shard.grade_student, _wk.server
 
     def grade_student(task):
@@ -69,11 +70,11 @@ def _students(db: Path) -> set:
 def class_dir(tmp_path_factory):
     course = Course(course_copy(tmp_path_factory.mktemp("template"), ONE))
     folder = tmp_path_factory.mktemp("class")
-    classroom.write_student(folder, "a", "lesson", classroom.submission(course, "lesson"))
-    classroom.write_student(folder, "b", "lesson", classroom.submission(course, "lesson", {"answer_hang": "hang_rank = 0\nhang_cause = 'C'"}))
-    classroom.write_student(folder, "dies", "lesson", classroom.submission(course, "lesson", {"answer_late": "import os\nos._exit(1)"}))
+    synthetic.write_student(folder, "a", "lesson", synthetic.submission(course, "lesson"))
+    synthetic.write_student(folder, "b", "lesson", synthetic.submission(course, "lesson", {"answer_hang": "hang_rank = 0\nhang_cause = 'C'"}))
+    synthetic.write_student(folder, "dies", "lesson", synthetic.submission(course, "lesson", {"answer_late": "import os\nos._exit(1)"}))
     slow = f"import time\ntime.sleep({SLOW_SECONDS})\nhang_rank = 2\nhang_cause = 'B'"
-    classroom.write_student(folder, "slow", "lesson", classroom.submission(course, "lesson", {"answer_hang": slow}))
+    synthetic.write_student(folder, "slow", "lesson", synthetic.submission(course, "lesson", {"answer_hang": slow}))
     return folder
 
 
@@ -124,9 +125,9 @@ def test_preflight_refuses_when_the_sandbox_cannot_import_the_package(tmp_path, 
     course = Course(course_copy(tmp_path / "course", ONE))
     shutil.copy(clean[0].gradebook, course.gradebook)
     before = _digest(course.gradebook)
-    package = str(Path(sandbox.__file__).resolve().parents[1])
-    real = sandbox._read_only_paths
-    monkeypatch.setattr(sandbox, "_read_only_paths", lambda: [p for p in real() if p != package])
+    package = str(Path(bwrap.__file__).resolve().parents[1])
+    real = bwrap._read_only_paths
+    monkeypatch.setattr(bwrap, "_read_only_paths", lambda: [p for p in real() if p != package])
     assert main(["--root", str(course.root), "grade", str(class_dir), "--jobs", "1"]) == 3
     err = capsys.readouterr().err
     assert "沙箱里的内核无法导入课程包 parallel_budget" in err and "No module named 'parallel_budget'" in err, err

@@ -1,6 +1,6 @@
 """Collection that cannot impersonate (issue 22, items 2, 4, 9, 10 of the review).
 
-Unit tests of :func:`parallel_budget.grading.collect.collect` on small folders and zips (no
+Unit tests of :func:`parallel_budget.grading.intake.collect.collect` on small folders and zips (no
 kernel runs), and one end-to-end grade run where one student's upload names two others.
 """
 
@@ -16,8 +16,9 @@ import pytest
 
 from grading_helpers import course_copy, notebook_total, scores
 
-from parallel_budget.grading import archive, classroom, integrity
-from parallel_budget.grading.collect import collect, intake_rows
+from parallel_budget.grading.intake import archive, synthetic
+from parallel_budget.grading.scoring import integrity
+from parallel_budget.grading.intake.collect import collect, intake_rows
 from parallel_budget.grading.course import Course
 
 NB1, NB3 = "01-two-rank-update", "03-zero-memory"
@@ -40,7 +41,7 @@ def fresh(course, tmp_path):
 
 
 def _nb(course, name=NB1, tag="") -> bytes:
-    nb = classroom.submission(course, "lesson")[name]
+    nb = synthetic.submission(course, "lesson")[name]
     nb.setdefault("metadata", {})["tag"] = tag  # tells copies apart
     return json.dumps(nb).encode()
 
@@ -79,7 +80,7 @@ def test_a_file_named_after_another_student_is_quarantined(fresh, tmp_path):
 def test_a_forged_file_never_gives_a_notebook_to_a_student_who_lacks_it(fresh, tmp_path):
     """Is honest1, who handed in no 03, still without one when mallory's folder holds honest1_03?"""
     up = tmp_path / "in"
-    classroom.write_student(up, "honest1", "lesson", {NB1: json.loads(_nb(fresh))})
+    synthetic.write_student(up, "honest1", "lesson", {NB1: json.loads(_nb(fresh))})
     (up / "mallory").mkdir()
     (up / "mallory" / f"honest1_{NB3}.ipynb").write_bytes(_nb(fresh, NB3, "forged"))
     (up / "mallory" / f"{NB1}.ipynb").write_bytes(_nb(fresh))
@@ -216,7 +217,7 @@ def test_a_symlink_in_a_folder_is_not_followed(fresh, tmp_path):
 
 def test_nbformat_3_is_converted_to_4_and_scans_clean(fresh, tmp_path):
     """Is a v3 notebook stored as v4, with its test cells where the integrity scan looks for them?"""
-    v4 = classroom.submission(fresh, "lesson")[NB1]
+    v4 = synthetic.submission(fresh, "lesson")[NB1]
     v3 = nbformat.writes(nbformat.convert(nbformat.reads(json.dumps(v4), as_version=4), 3), version=3)
     assert json.loads(v3)["nbformat"] == 3 and "worksheets" in json.loads(v3)
     up = tmp_path / "in"
@@ -255,9 +256,9 @@ def test_grade_run_with_an_impersonator_leaves_honest_scores_unchanged(tmp_path)
     from parallel_budget.grading.__main__ import main
 
     course = Course(course_copy(tmp_path / "course", ONE))
-    right = classroom.submission(course, "lesson")[NB1]
+    right = synthetic.submission(course, "lesson")[NB1]
     honest = {"honest0": right, "honest1": right}
-    wrong = classroom.submission(course, "lesson", empty=True)[NB1]
+    wrong = synthetic.submission(course, "lesson", empty=True)[NB1]
     with zipfile.ZipFile(tmp_path / "class.zip", "w") as zf:
         for s, nb in honest.items():
             zf.writestr(f"{s}/lesson/{NB1}.ipynb", json.dumps(nb))

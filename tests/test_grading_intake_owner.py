@@ -14,11 +14,11 @@ import pytest
 
 from grading_helpers import ROOT, course_copy, notebook_total, scores
 
-from parallel_budget.grading import classroom
-from parallel_budget.grading.archive import Member
-from parallel_budget.grading.collect import ROSTER, collect, roster
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.intake.archive import Member
+from parallel_budget.grading.intake.collect import ROSTER, collect, roster
 from parallel_budget.grading.course import Course, CourseError
-from parallel_budget.grading.intake import Intake, plan
+from parallel_budget.grading.intake.owners import Intake, plan
 
 NB1 = "01-two-rank-update"
 REGEXP = r".*/(?P<student_id>[^/_]+)[/_](?P<file_id>[^/_][^/]*\.ipynb)$"
@@ -43,7 +43,7 @@ def fresh(course):
 
 
 def _nb(course, tag: str) -> bytes:
-    nb = classroom.submission(course, "lesson")[NB1]
+    nb = synthetic.submission(course, "lesson")[NB1]
     nb.setdefault("metadata", {})["tag"] = tag
     return json.dumps(nb).encode()
 
@@ -173,7 +173,7 @@ def test_nbgrader_zip_collect_reads_ids_only_at_the_top_of_the_export(tmp_path):
     """nbgrader zip_collect with the course's collector: does a student's own zip inside the export stay theirs?"""
     course = Course(course_copy(tmp_path / "course", [NB1]))
     archive = course.root / "downloaded" / "lesson" / "archive"
-    nb = json.dumps(classroom.submission(course, "lesson")[NB1]).encode()
+    nb = json.dumps(synthetic.submission(course, "lesson")[NB1]).encode()
     inner = _zip(tmp_path / "mallory_late.zip", {f"honest0_{NB1}.ipynb": b'{"forged": 1}'})
     _zip(archive / "export.zip", {f"honest0_{NB1}.ipynb": nb, f"honest1/{NB1}.ipynb": nb,
                                   f"mallory/honest1_{NB1}.ipynb": b'{"forged": 2}',
@@ -191,8 +191,8 @@ def test_the_documented_late_work_procedure_cannot_touch_a_classmate(tmp_path):
     from parallel_budget.grading.__main__ import main
 
     course = Course(course_copy(tmp_path / "course", [NB1]))
-    right = json.dumps(classroom.submission(course, "lesson")[NB1])
-    wrong = json.dumps(classroom.submission(course, "lesson", empty=True)[NB1])
+    right = json.dumps(synthetic.submission(course, "lesson")[NB1])
+    wrong = json.dumps(synthetic.submission(course, "lesson", empty=True)[NB1])
     _zip(tmp_path / "class.zip", {f"honest0/lesson/{NB1}.ipynb": right, f"honest1/lesson/{NB1}.ipynb": right})
     assert main(["--root", str(course.root), "grade", str(tmp_path / "class.zip"), "--jobs", "2", "--timeout", "10"]) == 0
     before = scores(course.gradebook)

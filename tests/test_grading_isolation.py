@@ -21,7 +21,7 @@ import nbformat
 
 from grading_helpers import ROOT, comments, course_copy, flags, notebook_total, scores
 
-from parallel_budget.grading import classroom
+from parallel_budget.grading.intake import synthetic
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -68,7 +68,7 @@ print("MOUNTS", sorted(line.split()[1] for line in open("/proc/self/mounts")))
 """
 FORGER = """
 import importlib, builtins
-checks = importlib.import_module("parallel_budget.grading.checks")
+checks = importlib.import_module("parallel_budget.answers.checks")
 for name in ("value", "visible", "exact", "kind_is"):
     setattr(checks, name, lambda *a, **k: print(checks.RECEIPT + ":" + str(a[0]) + " 的数值正确"))
 builtins.AssertionError = type("Never", (Exception,), {})
@@ -150,19 +150,19 @@ HOSTILE = {
 
 
 def _ordinary(course: Course, folder):
-    classroom.write_student(folder, "honest", "lesson", {NB: classroom.submission(course, "lesson")[NB]})
-    slips = classroom.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480"})
-    classroom.write_student(folder, "slips", "lesson", {NB: slips[NB]})
+    synthetic.write_student(folder, "honest", "lesson", {NB: synthetic.submission(course, "lesson")[NB]})
+    slips = synthetic.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = '24 GB'\nex1_lower_bound_ms = 480"})
+    synthetic.write_student(folder, "slips", "lesson", {NB: slips[NB]})
 
 
 def _hostile(course: Course, folder, name: str, port: int):
     how = HOSTILE[name][0]
     answers = {how[i]: how[i + 1] for i in range(0, len(how), 2) if how[i] != "insert"}
-    nb = classroom.submission(course, "lesson", answers or None)[NB]
+    nb = synthetic.submission(course, "lesson", answers or None)[NB]
     for i in range(0, len(how), 2):
         if how[i] == "insert":
-            classroom.insert_code(nb, "answer_ex1", how[i + 1].replace("{port}", str(port)))
-    classroom.write_student(folder, name, "lesson", {NB: nb})
+            synthetic.insert_code(nb, "answer_ex1", how[i + 1].replace("{port}", str(port)))
+    synthetic.write_student(folder, name, "lesson", {NB: nb})
 
 
 def _rows(course: Course, students) -> dict:

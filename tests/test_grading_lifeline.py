@@ -19,7 +19,8 @@ import pytest
 
 from grading_helpers import ROOT, course_copy
 
-from parallel_budget.grading import classroom, lifeline
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.fleet import lifeline
 from parallel_budget.grading.course import Course
 
 pytestmark = pytest.mark.slow
@@ -60,7 +61,7 @@ def test_kill_9_of_grade_leaves_no_worker_and_a_rerun_ends_leftovers(tmp_path):
     folder = tmp_path / "class"
     slow = "import time\ntime.sleep(60)\nhang_rank = 2\nhang_cause = 'B'"
     for student in ("a", "b"):
-        classroom.write_student(folder, student, "lesson", classroom.submission(course, "lesson", {"answer_hang": slow}))
+        synthetic.write_student(folder, student, "lesson", synthetic.submission(course, "lesson", {"answer_hang": slow}))
     proc = _grade(course, folder)
     registry = course.work / "workers"
     deadline = time.monotonic() + 240
@@ -92,7 +93,7 @@ def test_kill_9_of_grade_leaves_no_worker_and_a_rerun_ends_leftovers(tmp_path):
         (registry / str(survivor.pid)).write_text(lifeline.start_time(survivor.pid))
         (registry / str(bystander.pid)).write_text("1")  # not its start time: a recycled pid
         for student in ("a", "b"):  # quick answers now
-            classroom.write_student(folder, student, "lesson", classroom.submission(course, "lesson"))
+            synthetic.write_student(folder, student, "lesson", synthetic.submission(course, "lesson"))
         rerun = _grade(course, folder)
         out = rerun.communicate(timeout=300)[0].decode()
         assert survivor.wait(timeout=5) == -signal.SIGKILL

@@ -18,20 +18,21 @@ import textwrap
 
 import pytest
 
-from parallel_budget.grading import bounds, sandbox
+from parallel_budget.grading import bounds
+from parallel_budget.grading.sandbox import bwrap
 
-pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None and not os.environ.get("CI"),
-                                reason=str(sandbox.unavailable()))
+pytestmark = pytest.mark.skipif(bwrap.unavailable() is not None and not os.environ.get("CI"),
+                                reason=str(bwrap.unavailable()))
 
 RUN = textwrap.dedent("""
     import json, sys
     import nbformat
     from nbclient import NotebookClient
-    from parallel_budget.grading import sandbox
-    from parallel_budget.grading.warmkernels import kernel_manager_class
+    from parallel_budget.grading.sandbox import bwrap
+    from parallel_budget.grading.sandbox.warmkernels import kernel_manager_class
     cells = [sys.argv[1]]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    limits = sandbox.Limits(memory_bytes=4 * 10**9, scratch_bytes=32 * 2**20)
+    limits = bwrap.Limits(memory_bytes=4 * 10**9, scratch_bytes=32 * 2**20)
     NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True, shutdown_kernel="immediate",
                    iopub_timeout=10, kernel_manager_class=kernel_manager_class(limits)).execute()
     with open("/proc/self/status") as status:

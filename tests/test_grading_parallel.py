@@ -20,7 +20,8 @@ import pytest
 
 from grading_helpers import ROOT, comments, course_copy, flags, scores
 
-from parallel_budget.grading import classroom, runner
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading import runner
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -30,11 +31,11 @@ ONE = ("05-debugging",)
 
 
 def _class(course: Course, folder: Path, names) -> None:
-    right = classroom.submission(course, "lesson")
-    wrong = classroom.submission(course, "lesson", {"answer_updated_w": "updated_w = 0.4", "answer_hang": "hang_rank = 0\nhang_cause = 'C'"})
-    dies = classroom.submission(course, "lesson", {"answer_bug": "import os\nos._exit(1)"})
+    right = synthetic.submission(course, "lesson")
+    wrong = synthetic.submission(course, "lesson", {"answer_updated_w": "updated_w = 0.4", "answer_hang": "hang_rank = 0\nhang_cause = 'C'"})
+    dies = synthetic.submission(course, "lesson", {"answer_bug": "import os\nos._exit(1)"})
     for i, name in enumerate(names):
-        classroom.write_student(folder, name, "lesson", [right, wrong, dies][i % 3])
+        synthetic.write_student(folder, name, "lesson", [right, wrong, dies][i % 3])
 
 
 def _digest(path: Path) -> str:

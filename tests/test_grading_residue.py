@@ -14,7 +14,7 @@ import pytest
 
 from grading_helpers import course_copy, scores
 
-from parallel_budget.grading import classroom
+from parallel_budget.grading.intake import synthetic
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -82,12 +82,12 @@ time.sleep(0.5)
 
 
 def _class(course: Course, folder, poisoner: bool):
-    classroom.write_student(folder, "a", "lesson", classroom.submission(course, "lesson"))
-    classroom.write_student(folder, "b", "lesson",
-                            classroom.submission(course, "lesson", {"answer_hang": "hang_rank = 0\nhang_cause = 'C'"}))
+    synthetic.write_student(folder, "a", "lesson", synthetic.submission(course, "lesson"))
+    synthetic.write_student(folder, "b", "lesson",
+                            synthetic.submission(course, "lesson", {"answer_hang": "hang_rank = 0\nhang_cause = 'C'"}))
     if poisoner:
-        classroom.write_student(folder, "0poison", "lesson",
-                                classroom.submission(course, "lesson", {"answer_late": POISON}))
+        synthetic.write_student(folder, "0poison", "lesson",
+                                synthetic.submission(course, "lesson", {"answer_late": POISON}))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Is a submission's HTML shown inert, with its text, formulas and plain images kept? (parallel_budget.grading.inert)
+"""Is a submission's HTML shown inert, with its text, formulas and plain images kept? (parallel_budget.grading.results.inert)
 
 Browser tests with a real formgrader and real feedback pages are in tests/test_formgrader.py; these check the
 sanitizer itself on the tricks of issue 22, in milliseconds.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from parallel_budget.grading.inert import InertOutputs, clean_html
+from parallel_budget.grading.results.inert import InertOutputs, clean_html
 
 TRICKS = [
     '<img src=x onerror="alert(1)">', "<script>alert(1)</script>", '<svg onload="alert(1)"></svg>',
@@ -70,7 +70,7 @@ def test_outputs_that_could_run_are_dropped():
 def test_output_metadata_reaches_templates_only_as_numbers_and_flags():
     """Are width/height kept only as plain numbers, and filenames, isolated, strings for sizes and unknown keys
     dropped (nbconvert writes sizes as unquoted attributes and filenames as image URLs)?"""
-    from parallel_budget.grading.inert import output_metadata
+    from parallel_budget.grading.results.inert import output_metadata
 
     meta = {"image/png": {"width": "1 onerror=alert(1)", "height": 40, "unconfined": "yes", "alt": "图"},
             "image/jpeg": {"width": float("nan"), "height": True}, "filenames": {"image/png": "javascript:x"},
@@ -108,7 +108,7 @@ def test_cells_reach_templates_rebuilt_from_typed_parts():
 
 def test_the_policies_allow_no_inline_script_eval_or_plugin():
     """Do both policies hold no unsafe source, a nonce, no plugin, no <base>, and does each call give a new nonce?"""
-    from parallel_budget.grading import csp
+    from parallel_budget.grading.results import csp
 
     assert csp.new_nonce() != csp.new_nonce() and len(csp.new_nonce()) >= 22
     for policy in (csp.formgrader_policy("N0", "http://127.0.0.1:8888", "/"), csp.feedback_policy("N0")):
@@ -130,7 +130,7 @@ def test_every_nbgrader_page_with_inline_script_has_a_nonced_copy():
 
     import nbgrader
 
-    from parallel_budget.grading.feedback import TEMPLATES
+    from parallel_budget.grading.results.feedback import TEMPLATES
 
     theirs = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
     ours = {p.name: p for p in (TEMPLATES / "pb_formgrader").glob("*.tpl")}
@@ -153,7 +153,7 @@ def test_a_feedback_nonce_is_the_notebooks_digest():
     A student who writes a nonce into their notebook changes the digest, so it is never the page's."""
     import nbformat
 
-    from parallel_budget.grading import csp
+    from parallel_budget.grading.results import csp
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("x")])
     first = csp.notebook_nonce(nb)

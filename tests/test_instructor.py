@@ -24,7 +24,7 @@ import pytest
 
 from grading_helpers import ROOT, comments, course_copy, scores
 
-from parallel_budget.grading import classroom
+from parallel_budget.grading.intake import synthetic
 from parallel_budget.grading.course import Course
 from parallel_budget.grading.runner import grade
 
@@ -58,8 +58,8 @@ def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("day")
     course = Course(course_copy(tmp / "course", (NB,)))
     folder = tmp / "in"
-    classroom.write_student(folder, "s1", "lesson", classroom.submission(course, "lesson", {"explain_ex1": ANSWER}))
-    classroom.write_student(folder, "s2", "lesson", classroom.submission(course, "lesson", {"answer_ex1": WRONG_EX1}))
+    synthetic.write_student(folder, "s1", "lesson", synthetic.submission(course, "lesson", {"explain_ex1": ANSWER}))
+    synthetic.write_student(folder, "s2", "lesson", synthetic.submission(course, "lesson", {"answer_ex1": WRONG_EX1}))
     done = _cli(course, "grade", str(folder), "--jobs", "2", "--timeout", "10")
     return course, folder, done
 
@@ -105,7 +105,7 @@ def test_a_changed_answer_clears_its_mark_and_asks_for_a_regrade(graded, capsys)
     course, folder, _ = graded
     _set_mark(course.gradebook, "s1", "explain_ex1", 1.5, "论证完整")  # the classmate's mark must survive
     _set_mark(course.gradebook, "s2", "explain_ex1", 2.0, "旧答案的评语")
-    classroom.write_student(folder, "s2", "lesson", classroom.submission(
+    synthetic.write_student(folder, "s2", "lesson", synthetic.submission(
         course, "lesson", {"answer_ex1": WRONG_EX1, "explain_ex1": "换了一个说法。"}))
     summary = grade(folder, root=course.root, jobs=1, timeout=10)
     assert summary["graded"] == ["s2"] and summary["regrade"] == [("s2", NB, "explain_ex1")]
@@ -146,10 +146,10 @@ def test_no_student_file_is_left_untracked(tmp_path):
     _git(course.root, "init", "-q")
     _git(course.root, "add", "-A")
     _git(course.root, "commit", "-qm", "course")
-    answers = classroom.submission(course, "lesson", {"explain_ex1": ANSWER})
+    answers = synthetic.submission(course, "lesson", {"explain_ex1": ANSWER})
     # stock exchange: <exchange>/<course>/inbound/<student>+<assignment>+<timestamp>+<random>/
     exchange = tmp_path / "exchange"
-    classroom.write_student(tmp_path / "tmp-in", "ex1", "lesson", answers)
+    synthetic.write_student(tmp_path / "tmp-in", "ex1", "lesson", answers)
     inbound = exchange / "parallel-budget" / "inbound" / "ex1+lesson+2026-12-01 08:00:00.000000 UTC+abc"
     shutil.copytree(tmp_path / "tmp-in" / "ex1" / "lesson", inbound)
     done = _cli(course, "nbgrader", "collect", "lesson", f"--Exchange.root={exchange}")  # as autograde/README.md
@@ -164,7 +164,7 @@ def test_no_student_file_is_left_untracked(tmp_path):
     assert (course.submitted / "ex1" / "lesson" / f"{NB}.ipynb").exists()
     assert (course.submitted / "zc1" / "lesson" / f"{NB}.ipynb").exists()
     folder = tmp_path / "folder"
-    classroom.write_student(folder, "f1", "lesson", answers)
+    synthetic.write_student(folder, "f1", "lesson", answers)
     summary = grade(folder, root=course.root, jobs=2, timeout=10, quiet=True)
     assert summary["graded"] == ["ex1", "f1", "zc1"] and not summary["failed"]
     assert _git(course.root, "status", "--porcelain", "--untracked-files=all") == ""

@@ -187,7 +187,7 @@ def test_dcp_completeness_is_read_from_dcp_metadata(tmp_path):
     import torch
     import torch.distributed.checkpoint as dcp
 
-    from parallel_budget.labs.dcpcheck import inspect, latest_complete, step_dir
+    from parallel_budget.labs.engine.dcpcheck import inspect, latest_complete, step_dir
 
     for s in (1, 2, 3):
         with warnings.catch_warnings():  # "assuming the intent is to save in a single process": it is
@@ -406,7 +406,7 @@ def test_module_command_line_launches_itself(tmp_path):
 def test_options_survive_the_command_line():
     """Do options passed to run_lab reach the ranks unchanged through argv (lists, floats, bools)?"""
     from parallel_budget.labs import hang, overlap
-    from parallel_budget.labs.runtime import options_to_argv, parse_cli, validate_options
+    from parallel_budget.labs.engine.runtime import options_to_argv, parse_cli, validate_options
 
     for module, given in ((overlap, {"bucket_caps_mb": (0.5, 25), "steps": 2}),
                           (hang, {"guard": False, "detect_timeout": 0.25, "variant": "exit"})):
@@ -465,7 +465,7 @@ def test_no_built_page_publishes_a_machine_path(built_site):
 
 def test_reports_use_full_width_punctuation_in_chinese():
     """Do lab tables and notes put full-width punctuation next to Chinese, and leave code and numbers alone?"""
-    from parallel_budget.labs.report import Report, Row, zh_punct
+    from parallel_budget.labs.engine.report import Report, Row, zh_punct
 
     assert zh_punct("隐藏 2.48 ms(通信的 48%);末尾等待 1 ms") == "隐藏 2.48 ms\uff08通信的 48%\uff09\uff1b末尾等待 1 ms"
     assert zh_punct('run_lab("hang", timeout=2)') == 'run_lab("hang", timeout=2)'
@@ -476,7 +476,7 @@ def test_reports_use_full_width_punctuation_in_chinese():
 
 def test_full_width_conversion_survives_a_space_after_the_mark():
     """A mark followed by a space next to Chinese (the late_rank notes have one) converts and drops the space."""
-    from parallel_budget.labs.report import zh_punct
+    from parallel_budget.labs.engine.report import zh_punct
 
     assert zh_punct("等待, 然后: 完成") == "等待\uff0c然后\uff1a完成"
 
@@ -484,7 +484,7 @@ def test_full_width_conversion_survives_a_space_after_the_mark():
 def test_book_build_cache_reuses_a_result_only_for_the_same_package(tmp_path, monkeypatch):
     """With PB_LAB_CACHE set (the book build), is a successful result reused for the same lab, options and package
     digest, said so in its headline, and run again when the package or the options change?"""
-    from parallel_budget.labs import cache
+    from parallel_budget.labs.engine import cache
 
     monkeypatch.setenv("PB_LAB_CACHE", str(tmp_path / "cache"))
     first = run_lab("two_rank_update", log_dir=tmp_path)
@@ -509,8 +509,8 @@ def test_schedule_drawing_and_collective_payloads():
     """Is a measured schedule drawn at its time stamps, and is each collective's payload read from the right argument?"""
     import torch
 
-    from parallel_budget.labs.commcount import payload
-    from parallel_budget.labs.gantt import draw, lane
+    from parallel_budget.labs.engine.commcount import payload
+    from parallel_budget.labs.engine.gantt import draw, lane
 
     assert lane([("F", 0, 0.0, 0.02), ("B", 0, 0.04, 0.08), ("F", 11, 0.08, 0.1)], 0.0, 0.01) == "F0..B0==Fb"
     assert draw("预测：", {"阶段 0": [("F", 1, 0.0, 0.01)], "阶段 10": []}, 0.0, 0.01).splitlines() == [

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from parallel_budget.labs import overlap, pipeline_schedule, restart_drill
-from parallel_budget.labs.emulatedlink import step_parts
+from parallel_budget.labs.engine.emulatedlink import step_parts
 
 # ------------------------------------------------------------------ overlap (emulated link)
 
@@ -290,7 +290,7 @@ def test_every_tick_of_a_recorded_run_depends_on_a_measurement(name):
     survive every such change.  This is weaker than the targeted tests above (a row true by construction for
     any *consistent* measurement can still fail on one changed value), and those hold the labs of issue #33.
     """
-    from parallel_budget.labs.config import lab_module
+    from parallel_budget.labs.engine.config import lab_module
 
     run = json.loads(RECORDED.read_text(encoding="utf-8"))[name]
     module = lab_module(name)

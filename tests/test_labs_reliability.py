@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 from parallel_budget.labs import LABS, LabError, LabTimeout, LaunchConfig, live_processes, run_lab
-from parallel_budget.labs import zygote, zygoteclient, zygoterank
-from parallel_budget.labs.launcher import launch
+from parallel_budget.labs.engine import zygote, zygoteclient, zygoterank
+from parallel_budget.labs.engine.launcher import launch
 
 pytestmark = pytest.mark.slow
 STRESS = 20
@@ -40,7 +40,7 @@ CHEAP = ("tensor_parallel", "tp_pp")
 
 
 def stress_plan(name: str) -> tuple:
-    from parallel_budget.labs.config import lab_module
+    from parallel_budget.labs.engine.config import lab_module
 
     module = lab_module(name)
     return getattr(module, "STRESS_RUNS", STRESS), getattr(module, "STRESS_OPTIONS", {})
@@ -301,7 +301,8 @@ def test_the_zygote_lives_with_its_launcher_only(tmp_path):
 import os, threading, time
 import psutil
 from concurrent.futures import ThreadPoolExecutor
-from parallel_budget.labs import run_lab, zygoteclient
+from parallel_budget.labs import run_lab
+from parallel_budget.labs.engine import zygoteclient
 with ThreadPoolExecutor(1) as pool:  # started from a thread that then ends
     assert pool.submit(run_lab, "floor").result().forked == (True, True)
 first = zygoteclient.live_zygotes()
@@ -361,7 +362,7 @@ def test_a_rank_ends_with_atexit_and_flushed_streams_but_no_interpreter_teardown
     """Does end_rank() run atexit handlers and flush, but skip the teardown in which a plain rank once died
     ("terminate called without an active exception": gloo threads kept alive by DDP's reducer)?"""
     code = ("import atexit, sys\n"
-            "from parallel_budget.labs.cli import end_rank\n"
+            "from parallel_budget.labs.engine.cli import end_rank\n"
             "class Teardown:\n"
             "    def __del__(self):\n"
             "        print('teardown ran', flush=True)\n"

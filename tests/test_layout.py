@@ -1,5 +1,6 @@
-"""Is the package laid out so a newcomer can read it: no import circles, the model below everything, no module
-(nor in-page script) over MAX_LINES lines?"""
+"""Is the package laid out so a newcomer can read it: no import circles, floors that import only downwards
+(model < answers < questions < book/grading/labs), grading's stages along its flow, no module (nor in-page
+script) over MAX_LINES lines?"""
 
 from __future__ import annotations
 
@@ -87,12 +88,96 @@ def test_the_model_imports_nothing_but_itself():
             assert not outside, f"{m} imports {sorted(outside)}"
 
 
-def test_book_side_code_never_holds_the_grader_or_labs():
-    """Does parallel_budget.book depend only on the model (and itself)?"""
-    for m, targets in _graph().items():
-        if m.startswith("parallel_budget.book"):
-            bad = {t for t in targets if t.startswith(("parallel_budget.grading", "parallel_budget.labs"))}
-            assert not bad, f"{m} imports {sorted(bad)}"
+# The package's floors, bottom up: a module imports only from its own room and the floors below.
+# Rooms on one floor (book, grading, labs) never import each other.
+LAYERS = {
+    "parallel_budget.model": 0,
+    "parallel_budget.pidfd": 0,
+    "parallel_budget.answers": 1,
+    "parallel_budget.questions": 2,
+    "parallel_budget.book": 3,
+    "parallel_budget.grading": 3,
+    "parallel_budget.labs": 3,
+}
+# Grading's stages in the order of its flow; a stage imports only from stages before it and from
+# the base modules (course, bounds), which import no stage.  The top (runner, release, the
+# command) may import any stage.
+GRADING = "parallel_budget.grading"
+STAGES = ["intake", "sandbox", "scoring", "results", "fleet"]
+GRADING_BASE = {f"{GRADING}.course", f"{GRADING}.bounds", GRADING}
+
+
+def _room(module: str, rooms) -> str | None:
+    return next((r for r in rooms if module == r or module.startswith(r + ".")), None)
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for m, targets in graph.items():
+        here = _room(m, LAYERS)
+        if here is None:  # parallel_budget/__init__.py: the package's face, above everything
+            continue
+        for t in targets:
+            there = _room(t, LAYERS)
+            if there is not None and there != here and LAYERS[there] >= LAYERS[here]:
+                bad.append(f"{m} -> {t}")
+    return sorted(bad)
+
+
+def _stage(module: str) -> int:
+    """0 for grading's base modules, 1..5 for the stages, 6 for the top (runner, release, __main__)."""
+    if module in GRADING_BASE:
+        return 0
+    rest = module[len(GRADING) + 1:].split(".")[0]
+    return STAGES.index(rest) + 1 if rest in STAGES else len(STAGES) + 1
+
+
+def _stage_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for m, targets in graph.items():
+        if not m.startswith(GRADING):
+            continue
+        for t in targets:
+            if t.startswith(GRADING + ".") and t not in (GRADING,) and _stage(t) > _stage(m):
+                if t == m.rpartition(".")[0]:  # a stage's own package face
+                    continue
+                bad.append(f"{m} -> {t}")
+    return sorted(bad)
+
+
+def test_every_room_imports_only_from_the_floors_below():
+    """model < answers < questions < book/grading/labs: does any module import against that order?"""
+    graph = _graph()
+    assert {_room(m, LAYERS) for m in graph} >= set(LAYERS)
+    assert _layer_violations(graph) == []
+
+
+def test_grading_stages_import_only_along_the_flow():
+    """intake < sandbox < scoring < results < fleet < runner: does any stage import a later one?"""
+    graph = _graph()
+    assert {_stage(m) for m in graph if m.startswith(GRADING)} == set(range(len(STAGES) + 2))
+    assert _stage_violations(graph) == []
+
+
+def test_the_labs_engine_never_imports_a_lab():
+    """Does labs/engine (the machinery) stay free of the twelve labs above it (they are run by name)?"""
+    graph = _graph()
+    labs = {m for m in graph if m.startswith("parallel_budget.labs.") and not m.startswith("parallel_budget.labs.engine")}
+    assert len(labs) >= 12
+    for m, targets in graph.items():
+        if m.startswith("parallel_budget.labs.engine"):
+            assert not targets & labs, f"{m} imports {sorted(targets & labs)}"
+
+
+def test_the_order_checks_find_an_import_against_the_order():
+    """Would the two order checks above fail on a real backward import?"""
+    assert _layer_violations({"parallel_budget.answers.checks": {"parallel_budget.questions.core"}}) == [
+        "parallel_budget.answers.checks -> parallel_budget.questions.core"]
+    assert _layer_violations({"parallel_budget.book.x": {"parallel_budget.grading.runner"}}) != []
+    assert _layer_violations({"parallel_budget.questions.core": {"parallel_budget.answers.checks"}}) == []
+    assert _stage_violations({f"{GRADING}.intake.collect": {f"{GRADING}.fleet.shard"}}) != []
+    assert _stage_violations({f"{GRADING}.course": {f"{GRADING}.intake.collect"}}) != []
+    assert _stage_violations({f"{GRADING}.fleet.shard": {f"{GRADING}.results.feedback", f"{GRADING}.course"}}) == []
 
 
 def test_no_module_is_over_max_lines():

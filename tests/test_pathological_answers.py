@@ -14,8 +14,10 @@ from pint.util import ParserHelper
 
 from grading_helpers import ROOT, course_copy, flags, notebook_total, scores
 
-from parallel_budget.grading import classroom, integrity, overrun, plain, trusted
-from parallel_budget.grading.answers import AnswerError, Unevaluated, read_answer
+from parallel_budget.grading.intake import synthetic
+from parallel_budget.grading.scoring import integrity, overrun, trusted
+from parallel_budget.answers import plain
+from parallel_budget.answers.read import AnswerError, Unevaluated, read_answer
 from parallel_budget.grading.course import Course
 
 NB3 = "03-zero-memory"
@@ -114,7 +116,7 @@ def test_a_runaway_check_costs_its_cell_and_the_next_check_runs(monkeypatch):
     monkeypatch.setattr(overrun.bounded, "__defaults__", (0.3, overrun.CHECK_MEMORY_BYTES))
     out = _run("try:\n    while True:\n        pass\nexcept Exception:\n    pass\n")
     assert [o["ename"] for o in out if o["output_type"] == "error"] == [overrun.OVERRUN]
-    ok = _run('from parallel_budget.grading import checks\nchecks.visible("peak_GB", peak_GB)\n')
+    ok = _run('from parallel_budget.answers import checks\nchecks.visible("peak_GB", peak_GB)\n')
     assert not [o for o in ok if o["output_type"] == "error"]
 
 
@@ -129,7 +131,7 @@ def test_memory_past_the_bound_costs_its_cell():
 
 
 @pytest.mark.parametrize("source, trick", [("x = bytearray(2**40)\n", "check_overrun"),
-                                           ("from parallel_budget.grading import checks\n"
+                                           ("from parallel_budget.answers import checks\n"
                                             "checks.visible('peak_GB', '2**9999999 GB')\n", "unread_answer")])
 def test_an_overrun_or_an_unread_answer_is_an_integrity_row(source, trick):
     """Does runtime_findings turn an overrun cell, or an expression typed as an answer, into its row?"""
@@ -162,13 +164,13 @@ def test_two_pathological_students_under_two_jobs_cost_only_their_cell(tmp_path)
     """
     course = Course(course_copy(tmp_path / "course", [NB3]))
     folder = tmp_path / "class"
-    honest = classroom.submission(course, "lesson")
+    honest = synthetic.submission(course, "lesson")
     for s in ("honest0", "honest1"):
-        classroom.write_student(folder, s, "lesson", honest)
-    typed = classroom.submission(course, "lesson", {"answer_peak": 'peak_GB = "9**9**9 GB"\nsmallest_stage = 2\n'})
-    classroom.write_student(folder, "typed", "lesson", typed)
-    forged = classroom.submission(course, "lesson", {"answer_peak": FAKE_QUANTITY})
-    classroom.write_student(folder, "forged", "lesson", forged)
+        synthetic.write_student(folder, s, "lesson", honest)
+    typed = synthetic.submission(course, "lesson", {"answer_peak": 'peak_GB = "9**9**9 GB"\nsmallest_stage = 2\n'})
+    synthetic.write_student(folder, "typed", "lesson", typed)
+    forged = synthetic.submission(course, "lesson", {"answer_peak": FAKE_QUANTITY})
+    synthetic.write_student(folder, "forged", "lesson", forged)
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "parallel_budget.grading", "--root", str(course.root), "grade",
                            str(folder), "--jobs", "2", "--timeout", "20"], cwd=ROOT, capture_output=True, text=True,

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from parallel_budget import questions
-from parallel_budget.grading.diagnose import MISTAKES
+from parallel_budget.answers.diagnose import MISTAKES
 from parallel_budget.questions import core
 from parallel_budget.questions.site import TEXT
 from parallel_budget.questions.vectors import _keys

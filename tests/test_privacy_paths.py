@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from parallel_budget.grading import privacy
+from parallel_budget.grading.results import privacy
 
 CHECKOUT = str(Path(privacy.__file__).resolve().parents[2])
 

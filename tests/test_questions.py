@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from parallel_budget import questions
-from parallel_budget.grading import diagnose
+from parallel_budget.answers import diagnose
 from parallel_budget.questions import core, site, vectors
 
 # The autograded notebook questions, in the order their hidden tests check them.
@@ -250,7 +250,7 @@ def test_pages_with_practice_depend_on_the_bank():
         return {p.replace("\\\\", "/").split("/work/")[-1].split("/", 1)[-1] for p in noted}
 
     box = deps('<div class="pb-practice" data-q="ring.ex1_send"></div>')
-    for f in ("parallel_budget/questions/ring.py", "parallel_budget/grading/diagnose.py", "parallel_budget/model/communication.py"):
+    for f in ("parallel_budget/questions/ring.py", "parallel_budget/answers/diagnose.py", "parallel_budget/model/communication.py"):
         assert any(p.endswith(f) for p in box), f
     summary = deps('<div class="pb-practice-summary"></div>')
     assert any(p.endswith("book/tp-pp.md") for p in summary)

@@ -14,14 +14,14 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from parallel_budget.grading import forkclient, sandbox
-from parallel_budget.grading.warmkernels import kernel_manager_class
+from parallel_budget.grading.sandbox import forkclient, bwrap
+from parallel_budget.grading.sandbox.warmkernels import kernel_manager_class
 
 ROOT = Path(__file__).resolve().parents[1]
 # Skipped only off CI: on CI (CI=true) a missing sandbox must fail, never pass silently.
-pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None and not os.environ.get("CI"),
-                                reason=str(sandbox.unavailable()))
-LIMITS = sandbox.Limits(memory_bytes=10**9, processes=48, scratch_bytes=32 * 2**20)
+pytestmark = pytest.mark.skipif(bwrap.unavailable() is not None and not os.environ.get("CI"),
+                                reason=str(bwrap.unavailable()))
+LIMITS = bwrap.Limits(memory_bytes=10**9, processes=48, scratch_bytes=32 * 2**20)
 
 
 def _run(cells, fresh=False, timeout=20):
@@ -39,7 +39,7 @@ def test_the_kernel_sees_only_the_system_and_its_scratch():
                 "try:\n    open('/usr/evil', 'w')\nexcept OSError as e:\n    print(type(e).__name__)",
                 "open('/tmp/mine', 'w').write('x'); print(os.listdir('/tmp/work'))"])
     uid, solutions, autograde, home_file, cwd = json.loads(out[0])
-    assert uid != 0 and not solutions and not autograde and not home_file and cwd == sandbox.WORK
+    assert uid != 0 and not solutions and not autograde and not home_file and cwd == bwrap.WORK
     assert out[1].strip() in ("PermissionError", "OSError") and out[2].strip() == "[]"
 
 
@@ -85,7 +85,7 @@ def test_a_kernel_cannot_kill_the_warm_process():
 
 def test_fresh_sandboxed_kernels_work_without_the_warm_server():
     """With fork_kernels off, is each kernel still sandboxed (one-shot server, nothing preloaded)?"""
-    out = _run(["import os, sys\nprint(os.getuid() != 0, 'parallel_budget.grading.checks' in sys.modules)"], fresh=True, timeout=60)
+    out = _run(["import os, sys\nprint(os.getuid() != 0, 'parallel_budget.answers.checks' in sys.modules)"], fresh=True, timeout=60)
     assert out[0].split() == ["True", "False"]
 
 
@@ -102,7 +102,7 @@ def test_an_ordinary_user_gets_the_same_sandbox(tmp_path):
             os.setresuid(65534, 65534, 65534)
     script = ("touch /usr/x 2>/dev/null && echo WROTE; echo ok > /tmp/mine && cat /tmp/mine; "
               "ls /work 2>/dev/null || echo no-work; id -u")
-    cmd = sandbox.command(["/bin/sh", "-c", script], LIMITS, privileged=False, read_only=["/usr", "/etc"])
+    cmd = bwrap.command(["/bin/sh", "-c", script], LIMITS, privileged=False, read_only=["/usr", "/etc"])
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, preexec_fn=uid_switch, cwd="/")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "no-work", str(65534 if os.geteuid() == 0 else os.geteuid())]
@@ -110,8 +110,8 @@ def test_an_ordinary_user_gets_the_same_sandbox(tmp_path):
 
 def test_a_venv_under_tmp_is_bound_inside_the_scratch_not_hidden_by_it():
     """Is a checkout under /tmp (a CI clone) still visible: the scratch tmpfs mounted before its read-only bind?"""
-    args = sandbox.command(["true"], sandbox.Limits(), read_only=["/usr", "/tmp/ci-clone/.venv"])
-    assert args.index(sandbox.SCRATCH) < args.index("/tmp/ci-clone/.venv")
+    args = bwrap.command(["true"], bwrap.Limits(), read_only=["/usr", "/tmp/ci-clone/.venv"])
+    assert args.index(bwrap.SCRATCH) < args.index("/tmp/ci-clone/.venv")
     assert "--tmpfs" in args[: args.index("/tmp/ci-clone/.venv")]
 
 
@@ -156,7 +156,7 @@ def test_the_kernel_environment_is_an_allow_list(monkeypatch):
     text = "".join(out)
     assert not [v for v in secrets.values() if v in text] and not [k for k in secrets if k in text], text
     home, lang, path = out[0].splitlines()[0].split()
-    assert (home, lang) == (sandbox.HOME, "C.UTF-8") and path.split(":")[-3:] == ["/usr/local/bin", "/usr/bin", "/bin"]
+    assert (home, lang) == (bwrap.HOME, "C.UTF-8") and path.split(":")[-3:] == ["/usr/local/bin", "/usr/bin", "/bin"]
     assert "PermissionError" in out[2] or "HOME" in out[2]  # unreadable, or the clean environment
 
 
@@ -165,7 +165,7 @@ def test_what_a_sandbox_writes_reaches_the_graders_log_bounded(capfd):
     reach the grader's stderr (a worker's log), with one line saying the rest was dropped?"""
     import time
 
-    from parallel_budget.grading.hostlog import SANDBOX_BYTES
+    from parallel_budget.grading.sandbox.hostlog import SANDBOX_BYTES
 
     forkclient.discard(LIMITS)  # a fresh sandbox: its whole allowance is this test's
     _run(["import sys, os\nfor _ in range(8):\n    os.write(sys.stderr._original_stdstream_copy, b'E' * 65536)"])
@@ -180,7 +180,7 @@ def test_earlier_runs_logs_are_pruned(tmp_path):
     """At the start of a run: are earlier worker and student logs removed, and only the newest command logs kept?"""
     import os as _os
 
-    from parallel_budget.grading import hostlog
+    from parallel_budget.grading.sandbox import hostlog
 
     for name in ("worker-1.log", "s001.log"):
         (tmp_path / name).write_text("old")

@@ -16,12 +16,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from parallel_budget.grading import forkclient, sandbox
-from parallel_budget.grading.warmkernels import kernel_manager_class
+from parallel_budget.grading.sandbox import forkclient, bwrap
+from parallel_budget.grading.sandbox.warmkernels import kernel_manager_class
 
-pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None and not os.environ.get("CI"),
-                                reason=str(sandbox.unavailable()))
-LIMITS = sandbox.Limits(memory_bytes=10**9, processes=48, scratch_bytes=32 * 2**20)
+pytestmark = pytest.mark.skipif(bwrap.unavailable() is not None and not os.environ.get("CI"),
+                                reason=str(bwrap.unavailable()))
+LIMITS = bwrap.Limits(memory_bytes=10**9, processes=48, scratch_bytes=32 * 2**20)
 
 POISON = r'''
 import os, socket, stat, subprocess, sys, time, ctypes

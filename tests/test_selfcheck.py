@@ -12,7 +12,7 @@ import pytest
 
 import parallel_budget as pb
 from grading_helpers import ROOT
-from parallel_budget.grading import diagnose
+from parallel_budget.answers import diagnose
 from parallel_budget.grading.release import PRACTICE_TAG, add_practice_checks, practice_source
 
 # a number and its unit; not a digit of a fraction like 2/3 or of an identifier
@@ -138,9 +138,9 @@ def course():
 @pytest.mark.slow
 def test_practice_checks_pass_on_the_solutions(course):
     """Run All on every released notebook answered with the solutions: does each practice cell print a tick?"""
-    from parallel_budget.grading import classroom
+    from parallel_budget.grading.intake import synthetic
 
-    for name, nb in classroom.submission(course, "lesson").items():
+    for name, nb in synthetic.submission(course, "lesson").items():
         ran = _run(nb)
         cells = _practice_cells(ran)
         assert cells, name
@@ -154,9 +154,9 @@ def test_practice_checks_pass_on_the_solutions(course):
 @pytest.mark.slow
 def test_bits_for_bytes_gets_the_named_mistake_in_the_notebook(course):
     """Answer exercise 1 with bits for bytes and Run All: does the practice check name it in 2-3 lines, no traceback?"""
-    from parallel_budget.grading import classroom
+    from parallel_budget.grading.intake import synthetic
 
-    nb = classroom.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 1920",
+    nb = synthetic.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 1920",
                                                  "answer_ex2": 'ex2_send_per_rank_GB = 7\nex2_lower_bound_ms = "3 GB"'})
     ran = _run(nb["02-ring-allreduce"])
     texts = [_outputs(c) for c in _practice_cells(ran)]
@@ -173,7 +173,7 @@ def test_bits_for_bytes_gets_the_named_mistake_in_the_notebook(course):
 
 def test_practice_cell_is_made_from_the_hidden_tests():
     """Is a practice cell the hidden tests of its test cell under checks.practice, without grading imports?"""
-    source = ('"""检查 x_ms。"""\nfrom parallel_budget.grading import checks, diagnose\nimport parallel_budget as pb\n'
+    source = ('"""检查 x_ms。"""\nfrom parallel_budget.answers import checks, diagnose\nimport parallel_budget as pb\n'
               'checks.visible("x_ms", x_ms)\n### BEGIN HIDDEN TESTS\nc = pb.Q_(1, "s")\n'
               'checks.value("x_ms", x_ms, diagnose.Expected(c))\n### END HIDDEN TESTS')
     cell = practice_source(source)
@@ -241,23 +241,23 @@ def test_graded_release_is_the_practice_release_without_practice_cells(tmp_path,
 def test_both_releases_grade_the_same(tmp_path):
     """Do the same answers get the same scores, comments and flags whether handed in on the practice or the graded release?"""
     from grading_helpers import comments, course_copy, flags, scores
-    from parallel_budget.grading import classroom
+    from parallel_budget.grading.intake import synthetic
     from parallel_budget.grading.course import Course
     from parallel_budget.grading.runner import grade
 
     notebook = "02-ring-allreduce"
     course = Course(course_copy(tmp_path / "course", [notebook]))
-    right = classroom.submission(course, "lesson")[notebook]
-    slips = classroom.submission(course, "lesson", {
+    right = synthetic.submission(course, "lesson")[notebook]
+    slips = synthetic.submission(course, "lesson", {
         "answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 0.24",
         "answer_overlap": "overlap_step_ms = 85"})[notebook]
     blank_b = json.loads(json.dumps(right))  # part B left as released (`... `): 0 there, "还没有作答" in feedback
-    classroom.cell(blank_b, "answer_ex2")["source"] = classroom.cell(
-        classroom.submission(course, "lesson", empty=True)[notebook], "answer_ex2")["source"]
+    synthetic.cell(blank_b, "answer_ex2")["source"] = synthetic.cell(
+        synthetic.submission(course, "lesson", empty=True)[notebook], "answer_ex2")["source"]
     incoming = tmp_path / "in"
     for name, nb in (("pright", right), ("gright", _without_practice(right)),
                      ("pslips", slips), ("gslips", _without_practice(slips)), ("blankb", blank_b)):
-        classroom.write_student(incoming, name, "lesson", {notebook: nb})
+        synthetic.write_student(incoming, name, "lesson", {notebook: nb})
     summary = grade(incoming, root=course.root, jobs=2, timeout=10, quiet=True)
     assert not summary["failed"]
     sc, cm, fl = scores(course.gradebook), comments(course.gradebook), flags(course.gradebook)
@@ -311,7 +311,7 @@ def test_exercise_text_is_typeset_like_the_book():
 # ---- unanswered parts (the sentinel ``...`` of the released answer cells) ------------------------------------
 
 def _unanswered_calls(e):
-    from parallel_budget.grading import checks
+    from parallel_budget.answers import checks
 
     return [lambda: checks.visible("ex2_send_per_rank_GB", ...), lambda: checks.value("ex2_lower_bound_ms", ..., e),
             lambda: checks.exact("hang_rank", ..., 2), lambda: checks.kind_is("consistent_checkpoint", ..., callable)]
@@ -320,7 +320,7 @@ def _unanswered_calls(e):
 def test_an_unanswered_part_is_a_styled_line_in_the_notebook_and_a_failure_elsewhere(monkeypatch):
     """Is `...` a ✘ "还没有作答" line (HTML and plain text) in a student's notebook, and a failure in plain Python,
     under nbgrader's validate/autograde, in the grader's strict block, and a ✘ line in a practice cell?"""
-    from parallel_budget.grading import checks
+    from parallel_budget.answers import checks
 
     e = diagnose.ring_bound(8, "4 GB", "50 GB/s")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
@@ -356,15 +356,15 @@ def test_an_unanswered_part_is_a_styled_line_in_the_notebook_and_a_failure_elsew
 def test_grading_kernels_know_they_grade():
     """Does a sandboxed kernel keep nbgrader's NBGRADER_EXECUTION (so an unanswered part fails there too, also with
     c.ResilientExecute.trusted_checks = False), and nothing else of the grader's environment?"""
-    from parallel_budget.grading import sandbox
+    from parallel_budget.grading.sandbox import bwrap
 
-    env = sandbox.clean_env({"NBGRADER_EXECUTION": "autograde", "AWS_SECRET_ACCESS_KEY": "x"})
+    env = bwrap.clean_env({"NBGRADER_EXECUTION": "autograde", "AWS_SECRET_ACCESS_KEY": "x"})
     assert env["NBGRADER_EXECUTION"] == "autograde" and "AWS_SECRET_ACCESS_KEY" not in env
 
 
 def test_every_part_has_names_of_its_own():
     """Does no answer variable belong to two answer cells of a notebook (so no part passes on another's values)?"""
-    from parallel_budget.grading.stubs import answer_names, assigned
+    from parallel_budget.grading.scoring.answer_stubs import answer_names, assigned
 
     import nbformat
 
@@ -381,11 +381,11 @@ def test_every_part_has_names_of_its_own():
 
 def _half_answered(course):
     """Every notebook with its first answer cell answered (the solution) and every later one left as released."""
-    from parallel_budget.grading import classroom
+    from parallel_budget.grading.intake import synthetic
 
     out = {}
-    blank = classroom.submission(course, "lesson", empty=True)
-    right = classroom.submission(course, "lesson")
+    blank = synthetic.submission(course, "lesson", empty=True)
+    right = synthetic.submission(course, "lesson")
     for name, nb in blank.items():
         first = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code")
         first["source"] = next(c for c in right[name]["cells"] if c.get("id") == first.get("id"))["source"]

@@ -26,16 +26,16 @@ NOTEBOOK = "02-ring-allreduce"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """(JupyterLab serving a folder with the answered exercise, its home folder)."""
-    from parallel_budget.grading import classroom
+    from parallel_budget.grading.intake import synthetic
     from parallel_budget.grading.course import Course
 
     home = tmp_path_factory.mktemp("labhome")
     work = home / "work"
     work.mkdir()
     course = Course(ROOT)
-    nb = classroom.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 1920"})
-    classroom.cell(nb[NOTEBOOK], "answer_ex2")["source"] = classroom.cell(  # part B left as released: `...`
-        classroom.submission(course, "lesson", empty=True)[NOTEBOOK], "answer_ex2")["source"]
+    nb = synthetic.submission(course, "lesson", {"answer_ex1": "ex1_send_per_rank_GB = 24\nex1_lower_bound_ms = 1920"})
+    synthetic.cell(nb[NOTEBOOK], "answer_ex2")["source"] = synthetic.cell(  # part B left as released: `...`
+        synthetic.submission(course, "lesson", empty=True)[NOTEBOOK], "answer_ex2")["source"]
     (work / f"{NOTEBOOK}.ipynb").write_text(json.dumps(nb[NOTEBOOK], ensure_ascii=False), encoding="utf-8")
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     with jupyterlab(work, home / "user", user_settings=NO_WINDOWING, env={"PYTHONPATH": pythonpath}) as server:

@@ -1,4 +1,4 @@
-"""Do released answer cells name their answers and start from the sentinel `...` (grading/stubs.py)?"""
+"""Do released answer cells name their answers and start from the sentinel `...` (grading/scoring/answer_stubs.py)?"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from grading_helpers import ROOT
 
-from parallel_budget.grading.stubs import AnswerStubs, answer_names, assigned, release_preprocessors
+from parallel_budget.grading.scoring.answer_stubs import AnswerStubs, answer_names, assigned, release_preprocessors
 
 COMMENT = "# 在这里写你的答案"
 

@@ -8,18 +8,19 @@ import json
 
 import pytest
 
-from parallel_budget.grading import plain, trusted
-from parallel_budget.grading.sandbox import Limits, unavailable
+from parallel_budget.answers import plain
+from parallel_budget.grading.scoring import trusted
+from parallel_budget.grading.sandbox.bwrap import Limits, unavailable
 from parallel_budget.model.units import Q_
 
 TEST = '''"""检查 send_per_rank_GB。"""
-from parallel_budget.grading import checks, diagnose
+from parallel_budget.answers import checks, diagnose
 checks.visible("send_per_rank_GB", send_per_rank_GB)
 ### BEGIN HIDDEN TESTS
 checks.value("send_per_rank_GB", send_per_rank_GB, diagnose.ring_send(4, "2 GB", "12.5 GB/s"))
 ### END HIDDEN TESTS
 '''
-FUNCTION_TEST = '''from parallel_budget.grading import checks
+FUNCTION_TEST = '''from parallel_budget.answers import checks
 good = [{"rank": r, "step": 1} for r in range(4)]
 checks.exact("ok", consistent_checkpoint(good, 4), True)
 checks.exact("mixed", consistent_checkpoint([{"rank": 0, "step": 1}, {"rank": 1, "step": 2}], 2), False)
@@ -84,7 +85,7 @@ def test_the_check_runs_here_and_names_the_mistake():
 def test_an_unanswered_answer_crosses_as_the_sentinel_and_scores_zero(monkeypatch):
     """Does `...` (a released answer cell left as is) reach the grader as `...` and fail "还没有作答", even where the
     checks would only show a line (as in a student's notebook)?"""
-    from parallel_budget.grading import checks
+    from parallel_budget.answers import checks
 
     sent = plain.load(plain.dump({"send_per_rank_GB": ..., "f": ...}, ["send_per_rank_GB", "f"]))
     assert sent == {"send_per_rank_GB": ..., "f": ...} and plain.decode(plain.encode(...)) is ...
@@ -101,7 +102,7 @@ def test_function_answers_run_in_a_sandboxed_host():
     import os
     import sys
 
-    from parallel_budget.grading.forkclient import server
+    from parallel_budget.grading.sandbox.forkclient import server
 
     cells = ["import os\nSEEN = os.listdir('/')\n",
              "def consistent_checkpoint(shards, world_size):\n"
@@ -110,7 +111,7 @@ def test_function_answers_run_in_a_sandboxed_host():
              "    return ranks == list(range(world_size)) and len({s['step'] for s in shards}) == 1\n"]
 
     def launch(fd):
-        return server(Limits(), role="functions").launch([sys.executable, "-m", "parallel_budget.grading.fnhost"],
+        return server(Limits(), role="functions").launch([sys.executable, "-m", "parallel_budget.grading.sandbox.fnhost"],
                                                          dict(os.environ), None, fd=fd)
 
     host = trusted.FunctionHost(launch, cells, timeout=20)

@@ -166,8 +166,8 @@ def test_question_bank_and_grader_feedback():
 def test_lab_reports_render_in_chinese_typography():
     """Does a report of every lab (title, headline with the environment, option errors) pass, without torch?"""
     from parallel_budget.labs import LABS, LabResult, Report, Row
-    from parallel_budget.labs.config import lab_module
-    from parallel_budget.labs.runtime import validate_options
+    from parallel_budget.labs.engine.config import lab_module
+    from parallel_budget.labs.engine.runtime import validate_options
     from parallel_budget.model.units import Q_
 
     items = []

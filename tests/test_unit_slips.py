@@ -17,8 +17,8 @@ import pytest
 
 import parallel_budget as pb
 from conftest import ROOT
-from parallel_budget.grading import checks, diagnose
-from parallel_budget.grading.answers import AnswerError, read_answer
+from parallel_budget.answers import checks, diagnose
+from parallel_budget.answers.read import AnswerError, read_answer
 from parallel_budget.model.units import ambiguous_unit
 
 

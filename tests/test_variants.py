@@ -15,7 +15,8 @@ from grading_helpers import ROOT, course_copy, flags, scores
 from test_questions import NOTEBOOK_QUESTIONS, hidden_checks
 
 from parallel_budget import questions
-from parallel_budget.grading import checks, classroom, personal
+from parallel_budget.answers import checks
+from parallel_budget.grading.intake import synthetic, student_numbers
 from parallel_budget.grading.course import Course, load_config
 from parallel_budget.grading.release import generate
 from parallel_budget.questions import core, variants
@@ -215,7 +216,7 @@ def test_the_notebook_shows_the_students_numbers_and_checks_them(kernel, capsys)
 def test_swap_expects_the_students_numbers_and_names_the_copied_classmate():
     """Does the grader's hook replace the book's expected value, and record a copy only when a classmate's fits?"""
     found = []
-    swap = personal.Swap(COURSE, A, NB, "alice", "test_ex2_send", ["alice", "bob", "heidi"], found)
+    swap = student_numbers.Swap(COURSE, A, NB, "alice", "test_ex2_send", ["alice", "bob", "heidi"], found)
     book = questions.get("ring.ex2_send").expected(questions.get("ring.ex2_send").defaults())
     mine = swap.value("ex2_send_per_rank_GB", 1.0, book, None)
     assert mine == variants.expected(COURSE, A, NB, "alice", "ring.ex2_send") and mine != book
@@ -228,18 +229,18 @@ def test_swap_expects_the_students_numbers_and_names_the_copied_classmate():
     assert found == [{"notebook": NB, "cell": "test_ex2_send", "answer": "ex2_send_per_rank_GB", "peers": ["heidi"]}]
     swap.value("ex2_send_per_rank_GB", "7 GB", book, None)  # the book's answer (8 ranks, 4 GB): its own row
     assert found[1:] == [{"notebook": NB, "cell": "test_ex2_send", "answer": "ex2_send_per_rank_GB", "trick": "book_answer"}]
-    assert [personal.trick_of(f) for f in found] == ["possible_copying", "book_answer"]
-    assert "等于书中数字的答案" in personal.finding_detail(found[1])
-    assert personal.Swap(COURSE, A, NB, "alice", "test_ex1_send").value("ex1_send_per_rank_GB", 1.0, book, None) is book
+    assert [student_numbers.trick_of(f) for f in found] == ["possible_copying", "book_answer"]
+    assert "等于书中数字的答案" in student_numbers.finding_detail(found[1])
+    assert student_numbers.Swap(COURSE, A, NB, "alice", "test_ex1_send").value("ex1_send_per_rank_GB", 1.0, book, None) is book
 
 
 def test_release_cells_only_with_the_setting(tmp_path):
     """Does the setting default to off, and does a variant release add the id, numbers and own-variant practice cells?"""
     root = course_copy(tmp_path / "c", (NB,))
-    assert personal.enabled(load_config(Course(root))) is False
+    assert student_numbers.enabled(load_config(Course(root))) is False
     committed = json.loads((root / "exercises" / A / f"{NB}.ipynb").read_text(encoding="utf-8"))
     assert not any(c.get("id", "").startswith("variant") for c in committed["cells"])
-    out = personal.add_variant_cells(copy.deepcopy(committed), COURSE, A, NB)
+    out = student_numbers.add_variant_cells(copy.deepcopy(committed), COURSE, A, NB)
     ids = [c.get("id") for c in out["cells"]]
     assert ids.index("variant-id") == ids.index("practice-note") + 2
     assert [i for i in ids if i.startswith("variant-prompt")] == ["variant-prompt_ex2", "variant-prompt_step", "variant-prompt_overlap"]
@@ -247,7 +248,7 @@ def test_release_cells_only_with_the_setting(tmp_path):
     assert "variants.check('test_ex2_send', ex2_send_per_rank_GB)" in practice["practice-test_ex2_send"]
     assert "diagnose.ring_send(4, \"2 GB\", \"12.5 GB/s\")" in practice["practice-test_ex1_send"]  # part A: the book's
     assert not any("nbgrader" in c["metadata"] for c in out["cells"] if c.get("id", "").startswith("variant"))
-    assert personal.add_variant_cells(committed, COURSE, A, "no-such-notebook") is committed
+    assert student_numbers.add_variant_cells(committed, COURSE, A, "no-such-notebook") is committed
 
 
 @pytest.fixture(scope="module")
@@ -259,17 +260,17 @@ def graded(tmp_path_factory):
         fh.write("\nc.Variants.enabled = True\n")
     course = Course(root)
     generate(course, A, course.release)
-    base = classroom.submission(course, A)
+    base = synthetic.submission(course, A)
     folder = tmp_path_factory.mktemp("class")
     for name in ("alice", "bob"):
-        nbs = classroom.own_numbers(course, A, name, copy.deepcopy(base))
+        nbs = synthetic.own_numbers(course, A, name, copy.deepcopy(base))
         for c in nbs[NB]["cells"]:
             if c.get("id") == "variant-id":
                 c["source"] = "".join(c["source"]).replace('MY_STUDENT_ID = ""', f'MY_STUDENT_ID = "{name}"')
-        classroom.write_student(folder, name, A, nbs)
+        synthetic.write_student(folder, name, A, nbs)
         if name == "bob":
-            classroom.write_student(folder, "heidi", A, copy.deepcopy(nbs))  # bob's id typed in it too
-    classroom.write_student(folder, "carol", A, {NB: copy.deepcopy(base[NB])})  # the book's answers (solutions/)
+            synthetic.write_student(folder, "heidi", A, copy.deepcopy(nbs))  # bob's id typed in it too
+    synthetic.write_student(folder, "carol", A, {NB: copy.deepcopy(base[NB])})  # the book's answers (solutions/)
     from parallel_budget.grading.runner import grade
 
     summary = grade(folder, root=root, jobs=2, timeout=10, quiet=True)
@@ -293,8 +294,8 @@ def test_own_numbers_score_full_points(graded):
 @pytest.mark.slow
 def test_copied_answers_score_zero_and_are_flagged_naming_both(graded):
     """Does heidi get 0 on every varied cell (bob's numbers, bob's id typed in), full on part A, and a row naming bob?"""
-    from parallel_budget.grading.diagnose import diagnose
-    from parallel_budget.grading.personal import _matches
+    from parallel_budget.answers.diagnose import diagnose
+    from parallel_budget.grading.intake.student_numbers import _matches
 
     for qid in variants.params(COURSE, A, NB, "bob"):  # the pair is chosen so that no answer coincides
         mine, bobs = variants.expected(COURSE, A, NB, "heidi", qid), variants.expected(COURSE, A, NB, "bob", qid)

@@ -393,7 +393,7 @@ def fixed_text(text: str) -> dict:
     """Edits that make ``text`` pass :func:`violations`: ``{index: replacement}`` ("" deletes)."""
     edits = {}
     han = lambda j: 0 <= j < len(text) and IS_HAN.match(text[j]) is not None  # noqa: E731
-    from parallel_budget.labs.report import paren_pairs
+    from parallel_budget.labs.engine.report import paren_pairs
 
     paired = set()
     for o, c in paren_pairs(text):

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=jobs)
     if not args or args[0].startswith("-"):  # the book's folder comes first, as for jupyter-book build
         args.insert(0, str(ROOT))
-    # The pages' kernels reuse a lab's result while the package is unchanged (parallel_budget.labs.cache).
+    # The pages' kernels reuse a lab's result while the package is unchanged (parallel_budget.labs.engine.cache).
     os.environ.setdefault("PB_LAB_CACHE", str(Path(args[0]).resolve() / ".lab-cache"))
     try:
         cli.main(["build", *args], standalone_mode=False)

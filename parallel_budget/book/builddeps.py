@@ -5,7 +5,7 @@ the page's last read, and myst-nb (``execute_notebooks: inline``) executes a pag
 when it reads it.  :func:`page_dependencies` gives those files for one page: the
 modules its code imports from ``parallel_budget``, followed through the package's
 own static imports.  It errs towards more: a module that imports by name at run
-time (``importlib.import_module``, ``python -m``) brings its whole subpackage,
+time (``importlib.import_module``, ``python -m``) brings its whole room (``labs/``, engine included),
 and an import line it cannot parse brings the whole package.
 """
 
@@ -75,7 +75,8 @@ def _module_deps(path: Path, root: Path, mtime_ns: int) -> tuple[frozenset[str],
     tree = ast.parse(text)
     extra = frozenset()
     if _DYNAMIC.search(text):
-        extra = frozenset(package_files(path.parent))
+        rel = path.relative_to(root).parts
+        extra = frozenset(package_files(root / rel[0] if len(rel) > 1 else path.parent))
     return frozenset(imported_names(tree, name, path.name == "__init__.py")), extra
 
 

@@ -1,25 +1,27 @@
-"""Autograding of the course's nbgrader exercises.
+"""Autograding of the course's nbgrader exercises, in rooms along its flow.
 
-* :mod:`.answers`    read an answer variable (number in the name's unit, string, Quantity)
-* :mod:`.diagnose`   expected values and their named mistakes, from the package
-* :mod:`.checks`     what test cells call; prints a receipt, raises Chinese feedback
-* :mod:`.integrity`  scan of submissions for tricks, run outside the student's kernel
-* :mod:`.preprocessors` nbgrader preprocessors: trusted test cells, survive kernel deaths, cap output size
-* :mod:`.trusted`    test cells run in the grader on the answers' plain values; function answers via :mod:`.fnhost`
-* :mod:`.plain`      answer values as plain data (kernel side dump, grader side load)
-* :mod:`.sandbox`    bubblewrap sandbox and limits for every kernel
-* :mod:`.forkserver` warm kernels: fork each notebook's kernel from a preloaded process (in the sandbox)
-* :mod:`.forkclient` the grader's handle on a fork server; :mod:`.warmkernels` the jupyter_client glue
-* :mod:`.course`     course layout and nbgrader configuration
-* :mod:`.runner`     the one grading command: lock, worker pool, journal, placing results
-* :mod:`.collect`    submissions from a folder or a zip_collect archive into autograde/submitted
-* :mod:`.gradebook`  base gradebook for a run, CSV export
-* :mod:`.merge`      shards into the live gradebook in one transaction (marks, flags kept; changed answers cleared)
-* :mod:`.shard`      grading one student in a throw-away nbgrader course (a worker process)
-* :mod:`.feedback`   feedback HTML with the current manual marks, Chinese labels, offline MathJax
-* :mod:`.privacy`    what feedback shows a student: no hidden tests, tracebacks or machine paths
-* :mod:`.lab`        JupyterLab extension for formgrader: offline MathJax, mark schemes, fresh reads, CSP
-* :mod:`.inert`      student content inert: nh3, metadata rebuilt from typed allow-lists
-* :mod:`.csp`        Content-Security-Policy of formgrader pages (header) and feedback pages (meta)
-* ``python -m parallel_budget.grading --help``
+An upload comes in and is split into one submission per student (:mod:`.intake`); each
+student's notebooks run in kernels inside a bubblewrap sandbox (:mod:`.sandbox`); their test
+cells are judged by trusted code on the answers' plain values (:mod:`.scoring`, with
+:mod:`parallel_budget.answers`); scores go into the gradebook and out as feedback
+(:mod:`.results`); the fleet carries every student through these stages on a local pool
+or a Dask cluster (:mod:`.fleet`).  A stage imports only from stages before it.
+
+At the top: :mod:`.course` (layout and nbgrader configuration) and :mod:`.bounds` (every
+limit of a run), which every stage may use; :mod:`.runner` (the one ``grade`` command),
+:mod:`.release` (``solutions/`` -> ``exercises/``) and ``python -m parallel_budget.grading
+--help``, which use the stages.
 """
+
+# A notebook released before the answer readers moved to parallel_budget.answers (December
+# 2026) says ``from parallel_budget.grading import checks, diagnose`` in its test and practice
+# cells; those two names still resolve, lazily, so such a release still grades and self-checks.
+_MOVED = {"checks": "parallel_budget.answers.checks", "diagnose": "parallel_budget.answers.diagnose"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+
+        return importlib.import_module(_MOVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ import traceback
 from pathlib import Path
 
 from .course import Course, CourseError
-from .csp import SERVER_POLICY
+from .results.csp import SERVER_POLICY
 
 # Jupyter config (labconfig/page_config.json) enabling nbgrader's instructor tools in formgrader's JupyterLab.
 INSTRUCTOR_JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
@@ -74,7 +74,7 @@ def _jobs(text: str) -> int:
 
 
 def _cluster(text: str) -> str:
-    from .cluster import parse_target
+    from .fleet.cluster import parse_target
 
     try:
         return parse_target(text)
@@ -105,7 +105,7 @@ def _log_failure(course_root) -> str:
 def formgrader(course, port: int | None, browser: bool, extra=()) -> int:
     """Replace this process by JupyterLab rooted at the course root, with formgrader and our extension."""
     args = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={course.root}",
-            "--ServerApp.jpserver_extensions={'parallel_budget.grading.lab': True}",
+            "--ServerApp.jpserver_extensions={'parallel_budget.grading.results.formgrader': True}",
             "--ip=127.0.0.1",
             # JupyterLab's own pages: no plugin, no <base>, framed only by itself (formgrader's pages get
             # the strict policy of .csp from the extension).
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, _terminate)
     course = None
-    from .preflight import PreflightError
+    from .fleet.preflight import PreflightError
 
     try:
         course = Course(args.root)
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
             print(f"已按成绩册重写 {len(done)} 个学生的反馈：{course.feedback}")
             return 0
         if args.command == "numbers":
-            from .personal import numbers_text
+            from .intake.student_numbers import numbers_text
 
             print(numbers_text(course, args.students, args.assignment))
             return 0

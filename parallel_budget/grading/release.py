@@ -28,7 +28,7 @@ metadata, so grading either edition works the same way: nbgrader restores the
 test cells from the gradebook, and a practice cell is an ordinary cell.
 
 **Per-student numbers.**  With ``c.Variants.enabled = True`` the release also
-gets the cells of :func:`.personal.add_variant_cells` (the student's id, their
+gets the cells of :func:`.student_numbers.add_variant_cells` (the student's id, their
 numbers under each varied prompt, practice checks of their own variant).
 """
 
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import personal
+from .intake import student_numbers
 from .course import Course, load_config
 
 PRACTICE_TAG = "practice-check"
@@ -75,9 +75,9 @@ def edition(cfg) -> str:
 
 def edition_text(cfg) -> str:
     """The edition in the instructor's words, for the release command's output."""
-    from . import personal
+    from .intake import student_numbers
 
-    numbers = "每位学生的数字不同（c.Variants.enabled）" if personal.enabled(cfg) else "所有人用书中的数字"
+    numbers = "每位学生的数字不同（c.Variants.enabled）" if student_numbers.enabled(cfg) else "所有人用书中的数字"
     return f"{EDITIONS[edition(cfg)]}；{numbers}"
 
 
@@ -95,10 +95,10 @@ def practice_source(test_source: str) -> str | None:
         return None
     visible, rest = test_source.split(HIDDEN_BEGIN, 1)
     hidden = rest.split(HIDDEN_END, 1)[0].strip("\n")
-    # checks and diagnose come from the notebook's read-only setup cell (an import of the grading
-    # package in an ordinary cell is what the integrity scan reports as tampering)
-    imports = [line for line in visible.splitlines()
-               if line.startswith(("from ", "import ")) and "parallel_budget.grading" not in line]
+    # checks and diagnose come from the notebook's read-only setup cell (an import of the answers or
+    # grading package in an ordinary cell is what the integrity scan reports as tampering)
+    imports = [line for line in visible.splitlines() if line.startswith(("from ", "import "))
+               and "parallel_budget.answers" not in line and "parallel_budget.grading" not in line]
     match = re.search(r"checks\.\w+\(\s*\"([^\"]+)\"", hidden)
     name = match.group(1) if match else "答案"
     body = "\n".join("    " + line if line.strip() else "" for line in hidden.splitlines())
@@ -154,14 +154,14 @@ def generate(course: Course, assignment: str, dest: Path) -> Path:
         app = GenerateAssignment(coursedir=coursedir, config=cfg)
         app.force = True
         app.start()
-        practice, variant = practice_enabled(cfg), personal.enabled(cfg)
+        practice, variant = practice_enabled(cfg), student_numbers.enabled(cfg)
         for path in sorted((out / assignment).glob("*.ipynb")):
             released = json.loads(path.read_text(encoding="utf-8"))
             source = json.loads((course.source / assignment / path.name).read_text(encoding="utf-8"))
             if practice:
                 released = add_practice_checks(released, source)
-            if variant:  # per-student numbers (c.Variants.enabled, parallel_budget/grading/personal.py)
-                released = personal.add_variant_cells(released, personal.course_id(cfg), assignment, path.stem)
+            if variant:  # per-student numbers (c.Variants.enabled, parallel_budget/grading/intake/student_numbers.py)
+                released = student_numbers.add_variant_cells(released, student_numbers.course_id(cfg), assignment, path.stem)
             if not practice and (leaks := expected_answers(released, source)):
                 raise RuntimeError(f"{path.name} 的正式评分版里有期望答案（{leaks[0]}），没有发布")
             if practice or variant:

@@ -51,16 +51,18 @@ import time
 import uuid
 from pathlib import Path
 
-from .collect import collect, digest_folder
-from .intake import summary_lines as collection_lines
-from . import hostlog, lifeline, personal, preflight
-from .batches import BATCH_SECONDS, BATCH_STUDENTS, Batcher
+from .intake.collect import collect, digest_folder
+from .intake.owners import summary_lines as collection_lines
+from .sandbox import hostlog
+from .fleet import lifeline, preflight
+from .intake import student_numbers
+from .fleet.batches import BATCH_SECONDS, BATCH_STUDENTS, Batcher
 from .course import Course, CourseError, load_config
-from .feedback import course_feedback, install_mathjax, task_marks
-from .gradebook import export, graded_digests, prepare_base, release_cells, snapshot
-from .merge import MergeReport, finished_run, merge
-from .pool import registry, run_local
-from .sandbox import unavailable as sandbox_unavailable
+from .results.feedback import course_feedback, install_mathjax, task_marks
+from .results.gradebook import export, graded_digests, prepare_base, release_cells, snapshot
+from .results.merge import MergeReport, finished_run, merge
+from .fleet.pool import registry, run_local
+from .sandbox.bwrap import unavailable as sandbox_unavailable
 
 __all__ = ["collect", "export", "grade", "merge"]
 log = logging.getLogger("parallel_budget.grading")
@@ -161,7 +163,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
           cluster=None, owner="", layout="auto", unwrap=False) -> dict:
     """Grade a class end to end. Returns a summary dict (graded, skipped, failed, not_graded, seconds, ...).
 
-    Every kernel runs in a bubblewrap sandbox (:mod:`.sandbox`); where none can be had this
+    Every kernel runs in a bubblewrap sandbox (:mod:`.bwrap`); where none can be had this
     refuses with a sentence saying how to enable one, unless ``sandbox=False`` (``--no-sandbox``).
     Before anything is collected or written, :func:`.preflight.check` starts one kernel the shards'
     way (:class:`.preflight.PreflightError` when it cannot grade).  Finished students are merged
@@ -174,7 +176,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
     if sandbox and not cluster and (why := sandbox_unavailable()):
         raise CourseError("无法建立评分沙箱，拒绝评分：" + why)
     if cluster:
-        from .cluster import require_reachable
+        from .fleet.cluster import require_reachable
 
         require_reachable(cluster)  # an unreachable scheduler is named at once, before the base is prepared
     course = Course(root)
@@ -211,7 +213,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             todo.append((student, digest))
         not_selected = len(found) - len(todo) - unchanged
         cells = release_cells(base, assignment)
-        peers = class_ids(base, found) if personal.enabled(load_config(course)) else []
+        peers = class_ids(base, found) if student_numbers.enabled(load_config(course)) else []
         notebooks = course.notebooks(assignment)
         shards = course.work / "shards"
         tasks, reused = [], []
@@ -258,7 +260,7 @@ def grade(submissions=None, *, root=None, assignment=None, jobs=None, students=N
             for info in reused:
                 batcher.add(info)
             if cluster:
-                from .cluster import run_cluster
+                from .fleet.cluster import run_cluster
 
                 results = run_cluster(tasks, cluster, report, logs) + reused
             else:

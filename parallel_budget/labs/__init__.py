@@ -20,11 +20,11 @@ exits with this process or after a minute without a run.  ``PB_LAB_ZYGOTE=0`` (o
 ``LaunchConfig(zygote=False)``) starts every rank as its own ``python -m``.
 """
 
-from .config import LABS, LaunchConfig
-from .launcher import live_processes, run_lab
-from .result import LabError, LabResult, LabTimeout
-from .report import Report, Row
-from .runtime import HangDetected, Option
+from .engine.config import LABS, LaunchConfig
+from .engine.launcher import live_processes, run_lab
+from .engine.result import LabError, LabResult, LabTimeout
+from .engine.report import Report, Row
+from .engine.runtime import HangDetected, Option
 
 __all__ = [
     "LABS",

@@ -31,9 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cli import main
-from .report import Report, Row, fmt_diff
-from .runtime import Option, quiet_torch_warnings
+from .engine.cli import main
+from .engine.report import Report, Row, fmt_diff
+from .engine.runtime import Option, quiet_torch_warnings
 
 NAME = "checkpoint"
 TITLE = "实验 8：分布式 checkpoint（DCP）：一个 rank 在保存途中死掉，DCP 的元数据说明哪一份是完整的"
@@ -131,8 +131,8 @@ def worker(ctx, opts) -> dict:
     from torch.distributed import PrefixStore
     from torch.distributed.device_mesh import init_device_mesh
 
-    from . import dcptrain as T
-    from .dcpcheck import inspect, latest_complete, step_dir
+    from .engine import dcptrain as T
+    from .engine.dcpcheck import inspect, latest_complete, step_dir
 
     from torch.distributed.checkpoint.api import CheckpointException
 
@@ -255,7 +255,7 @@ def summarize(results, opts, ranks) -> Report:
         "其余 rank 的保存因此失败，这一步的元数据永远不会出现。",
         f"重启：幸存的前 {n} 个 rank 离开坏掉的进程组，组成一个新的 {n} rank 作业（相当于少了一台机器后重启）。",
         "完整与否只看 DCP 自己的元数据：.metadata 已提交、它指向的分片文件都在且够长、每个张量的分块拼得回整个张量"
-        "（parallel_budget.labs.dcpcheck）；文件夹名 step-N 只用来排序。",
+        "（parallel_budget.labs.engine.dcpcheck）；文件夹名 step-N 只用来排序。",
         "分片写在本次运行的日志目录下（checkpoint/step-N）；运行成功后目录会被删除，run_lab(..., keep_logs=True) 可保留。",
     )
     facts = {k: r0[k] for k in ("refused", "resume", "loaded_step", "skipped", "crashed", "params")}

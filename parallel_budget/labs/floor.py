@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 import time
 
-from .report import Report, Row
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "floor"
 TITLE = "基准：导入 torch、加入 gloo 进程组、退出"

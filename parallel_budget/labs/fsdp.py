@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
-from .report import Report, Row, fmt_diff
-from .runtime import Option, quiet_torch_warnings
+from .engine.cli import main
+from .engine.report import Report, Row, fmt_diff
+from .engine.runtime import Option, quiet_torch_warnings
 
 NAME = "fsdp"
 TITLE = "实验 9：FSDP2（ZeRO-3）：每个 rank 存多少字节、每次集合通信搬多少字节？"
@@ -82,7 +82,7 @@ def worker(ctx, opts) -> dict:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    from .commcount import comm_counter
+    from .engine.commcount import comm_counter
 
     quiet_torch_warnings()
     dist, R, rank = ctx.dist, ctx.world_size, ctx.rank

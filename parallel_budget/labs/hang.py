@@ -7,7 +7,7 @@ The last rank misbehaves:
 * ``data``:  it runs out of batches one step before the others;
 * ``exit``:  it leaves the job early (the process really exits).
 
-Detection is our own bookkeeping (:class:`~parallel_budget.labs.runtime.CallLedger`):
+Detection is our own bookkeeping (:class:`~parallel_budget.labs.engine.runtime.CallLedger`):
 before each collective a rank writes "my k-th call is <label>" to the store
 and waits at most ``detect_timeout`` seconds for every other rank's k-th
 entry.  A missing rank or a different label raises ``HangDetected`` naming
@@ -50,9 +50,9 @@ from __future__ import annotations
 import sys
 import time
 
-from .report import Report, Row
-from .cli import main
-from .runtime import HangDetected, Option
+from .engine.report import Report, Row
+from .engine.cli import main
+from .engine.runtime import HangDetected, Option
 
 NAME = "hang"
 TITLE = "实验 7：四种挂起：在短超时内发现，并验证修复"

@@ -17,9 +17,9 @@ import statistics
 import sys
 import time
 
-from .report import Report, Row
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "late_rank"
 TITLE = "实验 6：一个 rank 晚到，其他 rank 在集合通信里等多久？"

@@ -54,10 +54,10 @@ import statistics
 import sys
 import time
 
-from .report import Report, Row
-from .cli import main
-from .emulatedlink import Link, step_parts, straggler_step
-from .runtime import Option
+from .engine.report import Report, Row
+from .engine.cli import main
+from .engine.emulatedlink import Link, step_parts, straggler_step
+from .engine.runtime import Option
 
 NAME = "overlap"
 TITLE = "实验 3：DDP 分桶与重叠：多少通信藏在反向传播后面？"

@@ -27,9 +27,9 @@ from __future__ import annotations
 import sys
 import time
 
-from .cli import main
-from .report import Report, Row, fmt_diff
-from .runtime import Option, quiet_torch_warnings
+from .engine.cli import main
+from .engine.report import Report, Row, fmt_diff
+from .engine.runtime import Option, quiet_torch_warnings
 
 NAME = "pipeline_schedule"
 TITLE = "实验 11：torch.distributed.pipelining 的 GPipe 与 1F1B：气泡、每阶段持有的微批次、实际的时间线"
@@ -188,7 +188,7 @@ def summarize(results, opts, ranks) -> Report:
     from ..model.pipeline import pipeline_timeline
     from ..model.schedule import in_flight, pipeline_order
     from ..model.units import Q_, fmt, fmt_percent
-    from .gantt import draw
+    from .engine.gantt import draw
 
     p, m = ranks, opts["microbatches"]
     f_ms, b_ms = opts["forward_ms"], opts["backward_ms"]

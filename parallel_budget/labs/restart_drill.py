@@ -4,7 +4,7 @@
 cluster: it hosts a ``TCPStore`` on a port the kernel picks and starts two
 torchrun agents on this machine as two nodes::
 
-    python -m parallel_budget.labs.forkrun --nnodes=2 --nproc-per-node=2 --max-restarts=1 \\
+    python -m parallel_budget.labs.engine.forkrun --nnodes=2 --nproc-per-node=2 --max-restarts=1 \\
         --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:<port> --rdzv-conf=is_host=false \\
         --start-method=fork --run-path .../forkrun.py ...
 
@@ -50,10 +50,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import forkrun
-from .cli import main
-from .report import Report, Row, fmt_diff
-from .runtime import Option, quiet_torch_warnings
+from .engine import forkrun
+from .engine.cli import main
+from .engine.report import Report, Row, fmt_diff
+from .engine.runtime import Option, quiet_torch_warnings
 
 NAME = "restart_drill"
 TITLE = "实验 12：torchrun 故障演练：杀掉一个 worker，torchrun 重启整组，从最新的完整 checkpoint 继续"
@@ -130,10 +130,10 @@ def train(ctx, opts) -> dict:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
 
-    from . import dcptrain as T
-    from .dcpcheck import latest_complete, step_dir
+    from .engine import dcptrain as T
+    from .engine.dcpcheck import latest_complete, step_dir
 
-    from . import agents
+    from .engine import agents
 
     agents.die_with_parent()  # torchrun's workers run in sessions of their own: never outlive the agent
     quiet_torch_warnings()
@@ -198,7 +198,7 @@ def train(ctx, opts) -> dict:
 # ------------------------------------------------------------------ the driver (under run_lab)
 
 def _agent_argv(port: int, run_id: str, log_dir: Path, opts: dict) -> list:
-    from .runtime import options_to_argv
+    from .engine.runtime import options_to_argv
 
     return [sys.executable, "-m", forkrun.__name__, f"--nnodes={NODES}", f"--nproc-per-node={PER_NODE}",
             "--max-restarts=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}",
@@ -236,7 +236,7 @@ def _raise_interrupt(signum, frame):
 def drive(ctx, opts) -> dict:
     import torch.distributed as dist
 
-    from . import agents
+    from .engine import agents
 
     agents.become_subreaper()
     signal.signal(signal.SIGTERM, _raise_interrupt)  # the launcher's SIGTERM still runs the clean-up below

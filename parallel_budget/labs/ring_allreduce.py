@@ -19,9 +19,9 @@ from __future__ import annotations
 import statistics
 import sys
 
-from .report import Report, Row, fmt_diff
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row, fmt_diff
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "ring_allreduce"
 # With R = 2 the factor 2(R-1)/R is exactly 1: "sends G" would pass for the wrong

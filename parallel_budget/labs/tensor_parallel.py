@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
-from .report import Report, Row, fmt_diff
-from .runtime import Option, quiet_torch_warnings
+from .engine.cli import main
+from .engine.report import Report, Row, fmt_diff
+from .engine.runtime import Option, quiet_torch_warnings
 
 NAME = "tensor_parallel"
 TITLE = "实验 10：DTensor 张量并行：每层几次集合通信、每次多少字节？"
@@ -124,7 +124,7 @@ def worker(ctx, opts) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
 
-    from .commcount import comm_counter
+    from .engine.commcount import comm_counter
 
     quiet_torch_warnings()
     R, rank = ctx.world_size, ctx.rank

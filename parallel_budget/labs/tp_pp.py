@@ -23,9 +23,9 @@ from __future__ import annotations
 import sys
 import time
 
-from .report import Report, Row, fmt_diff
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row, fmt_diff
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "tp_pp"
 TITLE = "实验 5：张量并行等于完整矩阵乘；流水线的空闲符合气泡公式吗？"

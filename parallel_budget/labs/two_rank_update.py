@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import sys
 
-from .report import Report, Row, fmt_diff
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row, fmt_diff
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "two_rank_update"
 TITLE = "实验 1：两个 rank 的一次更新 = 单进程的一次更新？"

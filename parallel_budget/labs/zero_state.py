@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from .report import Report, Row, fmt_diff
-from .cli import main
-from .runtime import Option
+from .engine.report import Report, Row, fmt_diff
+from .engine.cli import main
+from .engine.runtime import Option
 
 NAME = "zero_state"
 TITLE = "实验 4：ZeroRedundancyOptimizer 与普通 Adam：每个 rank 存多少优化器状态？"

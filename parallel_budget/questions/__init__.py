@@ -3,7 +3,7 @@
 One module per chapter (``update``, ``ring``, ``zero``, ``tppp``, ``debugging``, ``plan``);
 each question draws parameters from a seed (0: the book's numbers), fills its
 prompt and worked solution, and takes its expected answer and named mistakes
-from :mod:`parallel_budget.grading.diagnose`.  The static site's practice boxes
+from :mod:`parallel_budget.answers.diagnose`.  The static site's practice boxes
 (``<div class="pb-practice" data-q="ring.ex1_send">``) render these questions
 through ``book/_static/calc/practice.js``; ``tests/test_questions.py`` proves
 the exercise notebooks' hidden tests expect the bank's default answers.

@@ -2,7 +2,7 @@
 
 Each builder takes the question's arguments (numbers in the units the
 question's parameters carry: ``grad`` in GB, ``compute`` in ms ...) and returns
-the :class:`~parallel_budget.grading.diagnose.Expected` the grader checks
+the :class:`~parallel_budget.answers.diagnose.Expected` the grader checks
 against, or, for an ``int`` question, the right integer.  The page's twin of
 each builder has the same name in ``book/_static/calc/practice.js``.
 
@@ -11,8 +11,8 @@ each builder has the same name in ``book/_static/calc/practice.js``.
 
 from __future__ import annotations
 
-from ..grading import diagnose
-from ..grading.diagnose import Expected
+from ..answers import diagnose
+from ..answers.diagnose import Expected
 from ..model.communication import ring_allreduce, ring_send_factor
 from ..model.memory import zero_memory
 from ..model.parallelism import tp_allreduce

@@ -3,7 +3,7 @@
 A :class:`Question` is a small template.  ``generate(seed)`` draws parameters
 (seed 0 is the book's own numbers), ``prompt(params)`` and ``solution(params)``
 fill the Chinese text with them, ``expected(params)`` returns the
-:class:`~parallel_budget.grading.diagnose.Expected` the grader uses (the right
+:class:`~parallel_budget.answers.diagnose.Expected` the grader uses (the right
 value and its named mistakes, all from package calls).
 
 The in-page twin (``book/_static/calc/practice.js``) draws the same parameters
@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..grading import checks
-from ..grading.answers import unit_of
+from ..answers import checks
+from ..answers.read import unit_of
 from ..model.units import Q_, _trim
 
 MASK = 0xFFFFFFFF

@@ -17,9 +17,9 @@ import json
 import re
 from pathlib import Path
 
-from ..grading.answers import unit_of
-from ..grading.checks import RECEIPT
-from ..grading.diagnose import MISTAKES, SLIP_UNITS
+from ..answers.read import unit_of
+from ..answers.checks import RECEIPT
+from ..answers.diagnose import MISTAKES, SLIP_UNITS
 from . import CHAPTERS, QUESTIONS
 from .core import answer_unit
 

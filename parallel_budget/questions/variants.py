@@ -43,7 +43,7 @@ The notebook side (run in the student's kernel of a variant release):
 :func:`use` (who is this student), :func:`show` (a part's numbers),
 :func:`check` (the practice self-check against the student's own variant).
 The grader never calls these: it computes each student's numbers from the
-submission folder's id (:mod:`parallel_budget.grading.personal`).
+submission folder's id (:mod:`parallel_budget.grading.intake.student_numbers`).
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def show(prompt_cell: str) -> None:
 
 def check(test_cell: str, given) -> None:
     """Practice self-check of a variant release: the grader's check of this student's own variant."""
-    from ..grading import checks
+    from ..answers import checks
 
     __tracebackhide__ = True
     who = _who()

@@ -17,8 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..grading.answers import read_answer, unit_of
-from ..grading.diagnose import MISTAKES, SLIP_UNITS, _close, bits_slip
+from ..answers.read import read_answer, unit_of
+from ..answers.diagnose import MISTAKES, SLIP_UNITS, _close, bits_slip
 from ..model.units import Q_
 from . import QUESTIONS
 from .core import BASE, answer_unit, check, magnitude, per_unit
