@@ -96,37 +96,50 @@ def disk_tab(browser, built_site):
     t.check()
 
 
-# The slowest modules, slowest first (seconds on a loaded 2-core machine, `pytest --durations=0`).
-# `make test` gives each xdist worker whole modules in collection order (--dist loadscope), so these
-# go first: the long ones start at once instead of forming the tail.  Order only affects wall time.
+# The slowest modules, slowest first (seconds of their tests, `make test` on a 2-core machine, `--durations`,
+# 2026-12-07).  `make test` gives each xdist worker whole modules in collection order (--dist loadscope), so
+# these go first: the long ones start at once instead of forming the tail.  Order only affects wall time.
 HEAVY = (
-    "test_grading_infra.py",  # ~300 s: preflight, a fault mid-run, a killed worker, batch merges (real grade runs)
-    "test_grading_cluster.py",  # a LocalCluster and real dask scheduler/worker processes
-    "test_grading_bounds.py",  # 5 MB and 50 MB notebooks, a slow walk cut at the student budget
-    "test_grading_parallel.py",  # ~170 s: four real grade runs of a class
-    "test_formgrader.py",  # ~110 s: formgrader in a browser beside the grade command
+    "test_grading_infra.py",  # ~350 s: preflight, a fault mid-run, a killed worker, batch merges (real grade runs)
+    "test_grading_parallel.py",  # ~200 s: four real grade runs of a class
+    "test_grading_isolation.py",  # ~150 s: a class alone and beside one hostile student per trick
+    "test_grading_cluster.py",  # ~130 s: a LocalCluster and real dask scheduler/worker processes
+    "test_site_walk.py",  # ~120 s: every page at two widths in two colour schemes, axe-core on each
+    "test_grading_bounds.py",  # ~95 s: 5 MB and 50 MB notebooks, a slow walk cut at the student budget
+    "test_instructor.py",  # ~90 s
+    "test_formgrader.py",  # ~85 s: formgrader in a browser beside the grade command
+    "test_pathological_answers.py",  # ~80 s
+    "test_build_deps.py",  # ~75 s: six builds of a three-page copy of the book
+    "test_selfcheck.py",  # ~60 s
+    "test_grading_hostile.py",
+    "test_grading_lifeline.py",  # kill -9 of a real grade run, then a re-run
+    "test_grading_residue.py",  # two real grade runs, a poisoner before its classmates
+    "test_grading_intake_owner.py",
+    "test_grading_old_release.py",
+    "test_grading_output_bound.py",  # a kernel printing 4 x 400 MB
+    "test_jupyterlab.py",  # three browser tests on one JupyterLab (a chapter, its labs, the glossary)
     "test_csp.py",  # a graded class, formgrader and its feedback in a browser, every script channel tried
-    "test_jupyterlab.py",  # ~110 s: three browser tests on one JupyterLab (a chapter, its labs, the glossary)
-    "test_labs_reliability.py",  # ~90 s
-    "test_instructor.py",  # ~85 s
-    "test_grading_lifeline.py",  # ~190 s: kill -9 of a real grade run, then a re-run
-    "test_grading_residue.py",  # ~70-90 s: two real grade runs, a poisoner before its classmates
-    "test_grading_output_bound.py",  # ~100 s: a kernel printing 4 x 400 MB
-    "test_grading_hostile.py",  # ~70 s
-    "test_grading_isolation.py",  # ~65 s
     "test_grading_intake.py",
-    "test_site_walk.py",  # ~100 s: every page at two widths in two colour schemes, axe-core on each
+    "test_labs_reliability.py",
     "test_browser.py",
     "test_questions.py",
     "test_practice_site.py",
     "test_forkserver.py",
-    "test_build_deps.py",
     "test_labs.py",
-    "test_selfcheck.py",
 )
+# The labs' 20x stress runs, slowest first (seconds per 20 runs, idle 2-core machine): the second pass hands
+# items out in collection order (--dist load), so the drill starts at once instead of last (it was last in
+# LABS order, and the pass waited ~90 s on it alone).
+STRESS_HEAVY = ("restart_drill", "checkpoint", "hang", "overlap", "two_rank_update", "fsdp")  # ~180, 65, 55, 45, 25, 25 s
+
+
+def _stress_rank(item) -> int:
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
+    return STRESS_HEAVY.index(name) if name in STRESS_HEAVY and item.get_closest_marker("stress") else len(STRESS_HEAVY)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Put the modules of HEAVY first, in that order; the rest keep pytest's order (stable sort)."""
+    """Put the modules of HEAVY first, in that order, and the heaviest stress runs first within their module;
+    the rest keep pytest's order (stable sort)."""
     rank = {name: k for k, name in enumerate(HEAVY)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY)))
+    items.sort(key=lambda item: (rank.get(item.path.name, len(HEAVY)), _stress_rank(item)))

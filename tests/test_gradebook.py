@@ -26,3 +26,17 @@ def test_plain_values_and_numbers_stay_as_they_are(text):
 
 def test_none_is_an_empty_cell():
     assert spreadsheet_safe(None) == ""
+
+
+def test_the_schema_head_is_asked_of_alembic_once_per_process(monkeypatch):
+    """nbgrader runs the ``alembic`` command for every new gradebook: after ask_schema_head_once, is it run once?"""
+    from nbgrader import api
+
+    from parallel_budget.grading.course import ask_schema_head_once
+
+    calls = []
+    monkeypatch.setattr(api, "get_alembic_version", lambda: calls.append(1) or "e43177bfe90b")
+    ask_schema_head_once()
+    ask_schema_head_once()  # a second run in the same process keeps the remembered answer
+    assert [api.get_alembic_version() for _ in range(3)] == ["e43177bfe90b"] * 3
+    assert calls == [1]

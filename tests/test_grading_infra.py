@@ -125,7 +125,7 @@ def test_preflight_refuses_when_the_sandbox_cannot_import_the_package(tmp_path, 
     course = Course(course_copy(tmp_path / "course", ONE))
     shutil.copy(clean[0].gradebook, course.gradebook)
     before = _digest(course.gradebook)
-    package = str(Path(bwrap.__file__).resolve().parents[1])
+    package = str(bwrap._package_dir())
     real = bwrap._read_only_paths
     monkeypatch.setattr(bwrap, "_read_only_paths", lambda: [p for p in real() if p != package])
     assert main(["--root", str(course.root), "grade", str(class_dir), "--jobs", "1"]) == 3

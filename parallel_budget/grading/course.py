@@ -100,3 +100,15 @@ def quiet_app_logs() -> None:
     """nbgrader's converters log every step at INFO; the grade command prints its own summary."""
     for name in ("traitlets", "nbgrader", "GenerateAssignment", "Autograde", "GenerateFeedback"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def ask_schema_head_once() -> None:
+    """nbgrader asks the ``alembic`` command for its schema's head revision every time it creates a
+    gradebook (a new Python process, 1-3 s of CPU); the answer is a constant of the installed nbgrader,
+    so this process asks once and remembers it (the first gradebook still needs ``alembic`` on PATH)."""
+    import functools
+
+    from nbgrader import api
+
+    if not hasattr(api.get_alembic_version, "cache_info"):
+        api.get_alembic_version = functools.lru_cache(maxsize=1)(api.get_alembic_version)

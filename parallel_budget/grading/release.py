@@ -43,7 +43,7 @@ from pathlib import Path
 import nbformat
 
 from .intake import student_numbers
-from .course import Course, load_config
+from .course import Course, ask_schema_head_once, load_config
 
 PRACTICE_TAG = "practice-check"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -153,6 +153,7 @@ def generate(course: Course, assignment: str, dest: Path) -> Path:
         coursedir.assignment_id = assignment
         app = GenerateAssignment(coursedir=coursedir, config=cfg)
         app.force = True
+        ask_schema_head_once()
         app.start()
         practice, variant = practice_enabled(cfg), student_numbers.enabled(cfg)
         for path in sorted((out / assignment).glob("*.ipynb")):

@@ -19,7 +19,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from ..course import Course, load_config, quiet_app_logs
+from ..course import Course, ask_schema_head_once, load_config, quiet_app_logs
 from .merge import PB_TABLES, definitions_digest
 
 
@@ -77,6 +77,7 @@ def prepare_base(course: Course, assignment: str) -> tuple[str, Path]:
     app = GenerateAssignment(coursedir=coursedir, config=cfg)
     app.force = True
     quiet_app_logs()
+    ask_schema_head_once()
     app.start()
     con = connect(base)
     con.commit()
