@@ -22,7 +22,10 @@ def course_copy(dest: Path, notebooks=None) -> Path:
                 (dest / folder / "lesson").mkdir(parents=True, exist_ok=True)
                 shutil.copy(path, dest / folder / "lesson" / path.name)
     # kernels started by nbgrader must import this checkout's package
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # (once: a PYTHONPATH that grew with every copy would make every run start a new fork server, pool.py)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     return dest
 
 

@@ -63,11 +63,15 @@ class Lab:
         """DELETE every session (and its kernel): a test that closed its browser leaves its sessions behind, and
         the next test opening the same notebook would attach to a kernel the culler is about to end."""
         deadline = time.monotonic() + timeout
-        for session in self.api("sessions"):
-            request = urllib.request.Request(f"{self.url}/api/sessions/{session['id']}", method="DELETE")
-            with contextlib.suppress(urllib.error.HTTPError):
-                urllib.request.urlopen(request, timeout=10).close()
-        while self.api("sessions") or self.api("kernels"):
+        while True:
+            # a request the closed tab sent just before closing can create a session after a first round of
+            # DELETEs, and a DELETE can fail while its kernel starts: every session still listed gets one again
+            for session in self.api("sessions"):
+                request = urllib.request.Request(f"{self.url}/api/sessions/{session['id']}", method="DELETE")
+                with contextlib.suppress(urllib.error.HTTPError):
+                    urllib.request.urlopen(request, timeout=10).close()
+            if not (self.api("sessions") or self.api("kernels")):
+                return
             assert time.monotonic() < deadline, f"sessions outlived their DELETE: {self.api('sessions')}"
             time.sleep(0.2)
 

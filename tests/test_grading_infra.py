@@ -159,8 +159,8 @@ def test_infrastructure_failure_mid_run_is_not_a_grade(tmp_path, monkeypatch, ca
 
 
 def _workers() -> list[int]:
-    """This process's grading workers (spawned children), never anything else."""
-    out = []
+    """This process's grading workers (children of its multiprocessing fork server), never anything else."""
+    procs = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -169,9 +169,9 @@ def _workers() -> list[int]:
             cmd = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and b"spawn_main" in cmd:
-            out.append(int(entry.name))
-    return out
+        procs.append((int(entry.name), ppid, cmd))
+    servers = {pid for pid, ppid, cmd in procs if ppid == os.getpid() and b"multiprocessing.forkserver" in cmd}
+    return [pid for pid, ppid, _ in procs if ppid in servers]
 
 
 def test_killed_worker_students_are_regraded_alone_with_the_same_scores(tmp_path, class_dir, clean):

@@ -169,8 +169,10 @@ def worker(ctx, opts) -> dict:
     new_world = max(1, R // 2)
     if rank >= new_world:
         return {"role": "left", "failure": failure}
+    # A survivor may learn of the death only when a receive of the broken save times out (ctx.timeout), while
+    # another saw the closed connection at once and waits here: the new group waits twice that for it.
     dist.init_process_group(ctx.backend, store=PrefixStore("restart", ctx.store), rank=rank, world_size=new_world,
-                            timeout=ctx.timeout)
+                            timeout=2 * ctx.timeout)
     mesh = init_device_mesh(dev.type, (new_world,))
     coord = dist.new_group(backend="gloo") if ctx.backend != "gloo" else None
     model, opt = T.build(mesh, w, L, dev)

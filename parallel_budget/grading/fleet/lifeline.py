@@ -1,9 +1,10 @@
 """Grading workers live no longer than the ``grade`` command, and a re-run ends what a killed run left.
 
 * :func:`bind` (first thing in every local worker): ``PR_SET_PDEATHSIG`` = SIGKILL, so the kernel kills the
-  worker when the process that started it dies (``kill -9`` of ``grade`` included); since Linux sends it
-  when the *thread* that forked the worker ends, a watchdog thread also checks every
-  :data:`WATCH_SECONDS` that the parent is still the one it was started by.  A worker's sandboxes die
+  worker when the process that started it dies (the pool's fork server); a watchdog thread checks every
+  :data:`WATCH_SECONDS` that ``grade`` is still alive (``kill -9`` included) and that the parent is still
+  the one it was started by (Linux sends the signal when the *thread* that forked the worker ends); once its
+  workers are gone the fork server reads end of file on its pipe and exits.  A worker's sandboxes die
   with it (bubblewrap's ``--die-with-parent``, and the fork servers end at EOF on their socket).
 * :func:`register` writes ``<registry>/<pid>`` holding the worker's start time (``/proc/<pid>/stat``
   field 22), so that a pid reused by another process is never taken for a worker.
@@ -37,15 +38,20 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
 
 
-def bind(parent: int) -> None:
-    """Die when ``parent`` (the grade command) does: parent-death signal, and a watchdog for the thread case."""
+def bind(parent: int, grading: int | None = None) -> None:
+    """Die when ``parent`` (the pool's fork server) or ``grading`` (the grade command) does: parent-death
+    signal, and a watchdog for the grade command and the thread case; a worker whose parent or grade
+    command is already gone ends at once."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # it died before the signal was armed
-        os._exit(1)
+    born = start_time(grading) if grading is not None else None
+    if os.getppid() != parent or (grading is not None and born is None):
+        os._exit(1)  # it died before the signal was armed
 
     def watch():
-        while os.getppid() == parent:
+        # the grade command too: every worker holds the fork server's own pipe end (multiprocessing passes it
+        # to each child), so the server sees end of file only once its workers are gone
+        while os.getppid() == parent and (grading is None or start_time(grading) == born):
             time.sleep(WATCH_SECONDS)
         os.kill(os.getpid(), signal.SIGKILL)
 
