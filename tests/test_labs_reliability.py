@@ -12,6 +12,7 @@ last tests hold the zygote to what a plain ``python -m`` rank would be.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -267,7 +268,8 @@ def test_a_forked_rank_looks_like_python_m_to_ps_and_psutil(tmp_path, monkeypatc
     assert not no_children_left()  # a running rank counts; its zygote is never one
     first = int(found[0].environ()["RANK"])
     for p in found:
-        p.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):  # the launcher may have stopped and reaped it already
+            p.kill()
     th.join(60)
     # the first rank dies of the test's kill; the launcher, seeing it, may stop the other (SIGTERM) before the
     # test's second kill lands: both are reported as the signals they died of
