@@ -10,7 +10,6 @@ import line still gives the student's own kernel the real checkers.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -24,20 +23,6 @@ from parallel_budget.grading.runner import grade
 
 pytestmark = pytest.mark.slow
 OLD = FILES / "release-2026-12-07"
-
-
-def _old_submission(course: Course) -> dict:
-    """The old release's notebooks with every answer cell filled from today's solutions."""
-    out = {}
-    for path in sorted(OLD.glob("*.ipynb")):
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        sol = synthetic._answers(json.loads((course.source / "lesson" / path.name).read_text(encoding="utf-8")))
-        for cell in nb["cells"]:
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if gid in sol:
-                cell["source"] = sol[gid]
-        out[path.stem] = nb
-    return out
 
 
 def test_the_fixture_is_the_release_before_the_move():
@@ -54,7 +39,7 @@ def test_an_old_release_grades_to_the_same_marks_as_todays(tmp_path):
     """One student answers the old release, one today's, both with the solutions: same full marks, no flag?"""
     course = Course(course_copy(tmp_path / "course"))
     folder = tmp_path / "in"
-    synthetic.write_student(folder, "old", "lesson", _old_submission(course))
+    synthetic.write_student(folder, "old", "lesson", synthetic.submission(course, "lesson", release=OLD))
     synthetic.write_student(folder, "new", "lesson", synthetic.submission(course, "lesson"))
     grade(folder, root=course.root, jobs=2, timeout=20, quiet=True)
     sc = scores(course.gradebook)

@@ -15,13 +15,14 @@ limit of a run), which every stage may use; :mod:`.runner` (the one ``grade`` co
 
 # A notebook released before the answer readers moved to parallel_budget.answers (December
 # 2026) says ``from parallel_budget.grading import checks, diagnose`` in its test and practice
-# cells; those two names still resolve, lazily, so such a release still grades and self-checks.
-_MOVED = {"checks": "parallel_budget.answers.checks", "diagnose": "parallel_budget.answers.diagnose"}
+# cells; those two names still resolve, lazily, so such a release still grades and self-checks
+# (scoring/integrity.py reads that import line as today's).
+MOVED = {"checks": "parallel_budget.answers.checks", "diagnose": "parallel_budget.answers.diagnose"}
 
 
 def __getattr__(name: str):
-    if name in _MOVED:
+    if name in MOVED:
         import importlib
 
-        return importlib.import_module(_MOVED[name])
+        return importlib.import_module(MOVED[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,12 +62,13 @@ _server_started_with: tuple | None = None
 
 
 def _context():
-    """The fork server context; the server is stopped (and started again on first use) when the environment,
-    the working folder or ``sys.path`` differ from those it was started with."""
+    """The fork server context; the server is stopped (and started again on first use) when the environment
+    or ``sys.path`` (which the server imported ``PRELOAD`` from) differ from those it was started with.  The
+    working folder needs no restart: multiprocessing sets each child's, as it does ``sys.path``."""
     global _server_started_with
     from multiprocessing import forkserver
 
-    now = (tuple(sorted(os.environ.items())), os.getcwd(), tuple(sys.path))
+    now = (tuple(sorted(os.environ.items())), tuple(sys.path))
     with _server_lock:
         if _server_started_with is not None and _server_started_with != now:
             forkserver._forkserver._stop()

@@ -23,14 +23,16 @@ def _answers(source_nb: dict) -> dict:
             for c in source_nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
 
 
-def submission(course: Course, assignment: str, answers: dict | None = None, empty: bool = False) -> dict:
+def submission(course: Course, assignment: str, answers: dict | None = None, empty: bool = False,
+               release: Path | None = None) -> dict:
     """{notebook name: notebook dict} of a student who answers with the solutions.
 
     ``answers`` maps a grade_id to replacement source; ``empty=True`` leaves the
-    release untouched (the stubs), i.e. a student who answered nothing.
+    release untouched (the stubs), i.e. a student who answered nothing; ``release``
+    is the folder of the released notebooks the student got (default: the course's).
     """
     out = {}
-    for path in sorted((course.release / assignment).glob("*.ipynb")):
+    for path in sorted((release or course.release / assignment).glob("*.ipynb")):
         nb = _load(path)
         sol = _answers(_load(course.source / assignment / path.name))
         for cell in nb["cells"]:

@@ -26,7 +26,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .. import bounds
+from .. import MOVED, bounds
 from . import overrun
 from ...answers.checks import RECEIPT
 
@@ -258,7 +258,8 @@ def _norm(text) -> str:
 # A release made before December 2026 imports the checkers from parallel_budget.grading (which still
 # hands them on, grading/__init__.py); that exact line reads as today's, so the untouched cells of such
 # a release compare equal to today's release instead of being reported as edited.
-_OLD_IMPORT = re.compile(r"^from parallel_budget\.grading import (checks, diagnose|checks)[ \t]*$", re.M)
+_MOVED_NAME = "|".join(map(re.escape, MOVED))
+_OLD_IMPORT = re.compile(rf"^from parallel_budget\.grading import ((?:{_MOVED_NAME})(?:, (?:{_MOVED_NAME}))*)[ \t]*$", re.M)
 
 
 def _as_today(source: str) -> str:
