@@ -268,6 +268,7 @@ def test_restart_drill_under_torchrun(lab):
     assert f["final_diff"] == 0 and f["time_lost"] > 0
     assert f["agent_codes"] == [0, 0]
     assert f["forked"]  # torchrun forked every worker from its agent (--start-method=fork): no import of torch each
+    assert f["agents_forked"]  # the driver, a zygote rank, forked both agents: no import of torch each either
     assert all(row.ok is not False for row in r.rows)
     setup = next(row for row in r.rows if "被杀的 worker" in row.item)
     assert setup.ok is None and "设定" in setup.verdict  # the victim's own marker: set-up, never a tick

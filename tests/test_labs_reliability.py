@@ -190,8 +190,10 @@ def test_a_torchrun_drill_cut_by_the_timeout_leaves_nothing(tmp_path):
     agent and worker end too?"""
     run_id = f"drill-cut-{os.getpid()}"  # other sessions on this machine may run the same test
     t0 = time.monotonic()
-    with pytest.raises(LabTimeout):  # the drill takes ~10 s on an idle two-core machine: 6 s cuts it mid-run
-        run_lab("restart_drill", timeout=6, log_dir=tmp_path, run_id=run_id)
+    # 50 steps with a checkpoint each take ~9 s on an idle two-core machine (the default drill ~5 s now that its
+    # agents are forked): 6 s cuts it mid-run, agents and workers alive
+    with pytest.raises(LabTimeout):
+        run_lab("restart_drill", timeout=6, log_dir=tmp_path, run_id=run_id, steps=50, save_every=1, kill_step=50)
     assert time.monotonic() - t0 < 6 + 3 + 10
     deadline = time.monotonic() + 15  # the agents' SIGTERM handling stops their workers; bounded
     while live_processes(run_id) and time.monotonic() < deadline:
@@ -200,6 +202,37 @@ def test_a_torchrun_drill_cut_by_the_timeout_leaves_nothing(tmp_path):
     assert not [p for p in psutil.process_iter(["cmdline"]) if "pb-drill-" in " ".join(p.info["cmdline"] or ())
                 and _run_environ(p) == run_id and p.status() != psutil.STATUS_ZOMBIE]
     assert no_children_left()
+
+
+def test_forked_drill_agents_look_like_their_command_to_ps_and_carry_the_sweep_marker(tmp_path):
+    """Do the drill's agents (forks of the driver) and their workers show the forkrun command line and, in
+    /proc/<pid>/environ, the run id and the marker the driver sweeps by?"""
+    from parallel_budget.labs.restart_drill import MARK
+
+    run_id, seen, stop = f"drill-id-{os.getpid()}", {}, threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            for p in psutil.process_iter(["pid", "cmdline"]):
+                cmd = " ".join(p.info["cmdline"] or ())
+                if "pb-drill-" in cmd and p.info["pid"] not in seen:
+                    with contextlib.suppress(psutil.Error):
+                        seen[p.info["pid"]] = (cmd, p.environ())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = run_lab("restart_drill", log_dir=tmp_path, run_id=run_id)
+    finally:
+        stop.set()
+        watcher.join()
+    assert r.facts["agents_forked"]
+    assert len(seen) >= 2 + 4, seen  # two agents and at least the first four workers
+    for cmd, env in seen.values():
+        assert cmd.startswith(f"{sys.executable} -m parallel_budget.labs.engine.forkrun --nnodes=2"), cmd
+        assert env.get("PB_LAB_RUN_ID") == run_id and env.get(MARK, "").endswith(run_id), env
+    assert live_processes(run_id) == [] and no_children_left()
 
 
 def test_two_labs_at_once(tmp_path):

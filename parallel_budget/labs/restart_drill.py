@@ -11,7 +11,8 @@ torchrun agents on this machine as two nodes::
 :mod:`.forkrun` is torchrun's own ``main()`` in a process that imported torch and
 the workers' modules first; with ``--run-path`` and ``--start-method=fork``
 torchrun forks each worker from its agent instead of starting an interpreter
-that imports torch (eight of them, about 1.5 CPU-s each, on two cores).
+that imports torch (eight of them, about 1.5 CPU-s each, on two cores).  A driver forked by
+the labs' zygote forks the two agents too (:func:`before_join`, :mod:`.engine.agents`).
 
 Each of the 4 workers trains the small FSDP2 job of :mod:`.dcptrain` and saves
 a Distributed Checkpoint every ``save_every`` steps.  At the start of step
@@ -68,6 +69,7 @@ OPTIONS = {
     "deadline_s": Option(100.0, "两个 torchrun 代理最多运行多久（秒），超时全部终止", minimum=10.0, maximum=1800.0),
 }
 STRESS_OPTIONS = {"steps": 3, "kill_step": 2, "save_every": 1}
+_FORKED: list = []  # the driver's agents, forked by before_join and waiting for their command line
 LAYERS = 2
 TOL = 1e-12
 MARK = "PB_LAB_DRILL_ID"
@@ -229,6 +231,14 @@ def _agent_env(mark: str) -> dict:
     return env
 
 
+def before_join(opts) -> None:
+    """The driver, forked by the zygote, still with one thread: fork the agents, to wait for their command line."""
+    from .engine import agents
+
+    if not _under_torchrun() and agents.can_fork_agents():
+        _FORKED[:] = agents.fork_waiting(NODES, forkrun.agent)
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -249,14 +259,18 @@ def drive(ctx, opts) -> dict:
     env = _agent_env(mark)
     t0 = _clock()
     procs, codes, timed_out = [], [], False
+    forked, _FORKED[:] = list(_FORKED), []
     try:
-        procs = [agents.start(argv, env, drill / f"agent-{n}.log") for n in range(NODES)]
+        procs = [forked[n].go(argv, env, drill / f"agent-{n}.log", (MARK, "PB_LAB_RUN_ID", "PB_LAB_RUN_DIR"))
+                 if forked else agents.start(argv, env, drill / f"agent-{n}.log") for n in range(NODES)]
         deadline = time.monotonic() + opts["deadline_s"]
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             time.sleep(0.05)
         timed_out = any(p.poll() is None for p in procs)
     finally:
-        leftovers = agents.stop(procs, MARK, mark, grace=2.0)  # within the launcher's 3 s before SIGKILL
+        for agent in forked:
+            agent.abandon()  # one that never got its command line exits without starting
+        leftovers = agents.stop(procs or forked, MARK, mark, grace=2.0)  # within the launcher's 3 s before SIGKILL
         codes = [p.returncode for p in procs]
         del store
     t_end = _clock()
@@ -272,7 +286,7 @@ def drive(ctx, opts) -> dict:
         )
     return {"driver": True, "workers": results, "agent_codes": codes, "wall": t_end - t0, "t0": t0,
             "leftovers": leftovers, "still_marked": agents.marked(MARK, mark),
-            "argv": _shown(argv)}
+            "argv": _shown(argv), "agents_forked": bool(forked)}
 
 
 def worker(ctx, opts) -> dict:
@@ -280,6 +294,11 @@ def worker(ctx, opts) -> dict:
 
 
 # ------------------------------------------------------------------ the report
+
+def _agent_origin(driver: dict) -> str:
+    return ("；这里的两个代理不是新启动的解释器，而是驱动进程在建组之前 fork 出来的（驱动本身由已经导入 torch 的实验 zygote "
+            "fork 而来），省去了各自导入 torch 的时间，命令行、环境和会话与上面的命令相同") if driver.get("agents_forked") else ""
+
 
 def summarize(results, opts, ranks) -> Report:
     from ..model.recovery import resume_point
@@ -345,10 +364,11 @@ def summarize(results, opts, ranks) -> Report:
         rows.append(Row("结束后的进程", f"{NODES} 个代理都以 0 退出，没有留下任何 worker",
                         f"代理退出码 {driver['agent_codes']}；结束时强制清理 {len(driver['leftovers'])} 个，仍在的 "
                         f"{len(driver['still_marked'])} 个", "一致" if ok else "不一致", ok))
-        facts.update(agent_codes=driver["agent_codes"], leftovers=driver["leftovers"], wall=driver["wall"])
+        facts.update(agent_codes=driver["agent_codes"], leftovers=driver["leftovers"], wall=driver["wall"],
+                     agents_forked=driver.get("agents_forked", False))
     notes = (
         (f"两个 torchrun 代理在本机扮演两个节点：{driver['argv']}（forkrun 先导入 worker 要用的模块，再调用 torchrun 自己的 "
-         f"main()，参数即 torchrun 的参数）；c10d 汇合点是驱动进程在运行时拿到的端口上的 "
+         f"main()，参数即 torchrun 的参数{_agent_origin(driver)}）；c10d 汇合点是驱动进程在运行时拿到的端口上的 "
          f"TCPStore，整个演练 {fmt(Q_(driver['wall'], 's'), 's', 3)}。一台机器扮演两个节点时 worker 一律用 CPU（gloo），"
          "在 GPU 集群上请用自己的 torchrun 直接运行本模块（nccl）。" if driver else
          "在 torchrun 下直接运行：重启次数取决于你给的 --max-restarts。torchrun 不等幸存 worker 的集合通信超时，"

@@ -52,6 +52,8 @@ def main(module, argv=None) -> None:
         print(result.text())
         return
     t_start = time.monotonic()
+    if hasattr(module, "before_join"):  # while this rank has one thread (e.g. fork helpers: the drill's agents)
+        module.before_join(opts)
     ctx = Context(collective_timeout=float(opts.get("collective_timeout", 30.0)))
     t_joined = time.monotonic()
     status = 0

@@ -72,6 +72,12 @@ LAB_PRELOAD = {
     "parallel_budget.labs.pipeline_schedule": ("torch.distributed.pipelining",),
     "parallel_budget.labs.checkpoint": ("torch.distributed.fsdp", "torch.distributed.checkpoint",
                                         "torch.distributed.checkpoint.state_dict"),
+    # the drill's driver forks its two torchrun agents (engine.agents): what forkrun.PRELOAD has them import
+    "parallel_budget.labs.restart_drill": (
+        "torch.distributed.run", "torch.distributed.fsdp", "torch._dynamo", "torch.distributed.checkpoint",
+        "torch.distributed.checkpoint.state_dict", "torch.distributed.checkpoint._fsspec_filesystem",
+        "torch.distributed.device_mesh", "parallel_budget.labs.engine.forkrun", "parallel_budget.labs.engine.dcptrain",
+        "parallel_budget.labs.engine.dcpcheck", "parallel_budget.labs.engine.agents"),
 }
 LAB_MODULE = "parallel_budget.labs.{name}"
 CODE = "from parallel_budget.labs.engine import zygote; zygote.main()"

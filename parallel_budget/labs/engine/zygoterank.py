@@ -24,6 +24,7 @@ ENV_PAD = "PB_LAB_ZYGOTE_PAD"  # the last variable of the zygote's environment: 
 ENV_PAD_BYTES = 4096
 ARG_PAD_BYTES = 2048  # room for a rank's command line
 CWD = "/"  # the zygote's folder: nothing in the caller's folder can shadow a preloaded module
+SHOWN = False  # this process is a forked rank whose /proc identity was rewritten (so a fork of it can rewrite its own)
 
 
 def _areas() -> tuple:
@@ -47,30 +48,32 @@ def identity_room() -> bool:
         return False
 
 
-def rank_env_block(env: dict) -> bytes:
-    """The per-rank variables as they go into the padding (RANK and PB_LAB_RUN_ID first)."""
-    keys = sorted((k for k in env if k in PER_RANK_ENV), key=lambda k: (k not in ("RANK", "PB_LAB_RUN_ID"), k))
+def rank_env_block(env: dict, own: tuple = PER_RANK_ENV) -> bytes:
+    """The variables of ``own`` as they go into the padding (RANK and PB_LAB_RUN_ID first)."""
+    keys = sorted((k for k in env if k in own), key=lambda k: (k not in ("RANK", "PB_LAB_RUN_ID"), k))
     return b"".join(os.fsencode(f"{k}={env[k]}") + b"\0" for k in keys)
 
 
-def fits(argv: list, env: dict) -> bool:
-    """Whether a rank's command line and own variables fit in the room the zygote reserved."""
+def fits(argv: list, env: dict, own: tuple = PER_RANK_ENV) -> bool:
+    """Whether a command line and its own variables fit in the room the zygote reserved."""
     return (len(b"\0".join(map(os.fsencode, argv))) < ARG_PAD_BYTES
-            and len(rank_env_block(env)) < ENV_PAD_BYTES)
+            and len(rank_env_block(env, own)) < ENV_PAD_BYTES)
 
 
-def _show_identity(argv: list, env: dict) -> None:
-    """In a forked rank: make /proc/self/cmdline and /proc/self/environ the rank's.
+def show_identity(argv: list, env: dict, own: tuple = PER_RANK_ENV) -> None:
+    """In a forked rank (or a fork of one, :data:`SHOWN`): make /proc/self/cmdline and /proc/self/environ its own.
 
     Only bytes nothing references any more are written: the arguments (sys.argv is
     Python's copy) and the padding variable, which the zygote removed from its
     C environment at start.  The zygote's other variables, the rank's too, stay where they are.
     """
+    global SHOWN
     a0, a1, e0, e1 = _areas()
     args = b"\0".join(map(os.fsencode, argv)) + b"\0"
     ctypes.memmove(a0, args.ljust(a1 - a0, b"\0"), a1 - a0)
     room = len(_pad_entry())
-    ctypes.memmove(e1 - room, rank_env_block(env).ljust(room, b"\0"), room)
+    ctypes.memmove(e1 - room, rank_env_block(env, own).ljust(room, b"\0"), room)
+    SHOWN = True
 
 
 def setup_rank(request: dict, fds: list) -> None:
@@ -85,7 +88,7 @@ def setup_rank(request: dict, fds: list) -> None:
     argv, env = request["argv"], request["env"]
     os.environ.clear()
     os.environ.update(env)
-    _show_identity(argv, env)
+    show_identity(argv, env)
     os.chdir(request["cwd"])
     if sys.path and sys.path[0] in ("", CWD):
         sys.path[0] = os.getcwd()  # what ``python -m`` puts first
