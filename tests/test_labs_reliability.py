@@ -389,7 +389,7 @@ def test_the_zygote_forks_only_what_python_m_would_start_identically(capsys):
     assert not zygoteclient.serves(channel, argv + ["--x", "y" * zygoterank.ARG_PAD_BYTES], rank_env)
     assert not zygoteclient.serves(channel, argv, dict(rank_env, PB_LAB_RUN_DIR="/" + "d" * zygoterank.ENV_PAD_BYTES))
     # a forked rank ends with the status `python` gives SystemExit(code)
-    assert [zygoterank._exit_code(c) for c in (None, 0, 3, "故障")] == [0, 0, 3, 1]
+    assert [zygoterank.exit_code(c) for c in (None, 0, 3, "故障")] == [0, 0, 3, 1]
     assert capsys.readouterr().err == "故障\n"
 
 

@@ -24,7 +24,7 @@ At most ``jobs`` students are in flight at any time, so every student a dead wor
 pool had accepted was really being graded (a queued student is never blamed).
 
 Workers are forked from multiprocessing's *fork server*, a child of the grading process that has
-imported the grading stack (nbgrader, nbconvert, jupyter_client: about 3 s of CPU) once, instead of
+imported the grading stack (nbgrader, nbconvert, jupyter_client: about 1.5 s of CPU) once, instead of
 each worker importing it again as a freshly spawned interpreter.  The server keeps the environment it
 was started with, so it is started again when ``os.environ`` has changed since; it exits with the
 grading process (end of file on its pipe), and its workers with it (:func:`.lifeline.bind`).

@@ -9,9 +9,9 @@ the agents pass on to their workers, kills it and reaps it.  Linux only (the
 labs' launcher is too).
 
 An agent is either a new interpreter (:func:`start`: ``python -m ...forkrun``,
-which imports torch and the workers' modules, about 2 CPU-s) or, when the
+which imports torch and the workers' modules, about 3.5 CPU-s) or, when the
 caller is a rank forked by the labs' zygote, a fork of the caller
-(:func:`fork_waiting`, then :meth:`ForkedAgent.go`): forked while the caller
+(:func:`fork_waiting`, then :meth:`ForkedAgent.go`), which costs milliseconds: forked while the caller
 still has one thread, before it joins its group, it waits on a pipe for its
 command line and environment, then becomes what ``start`` would have started:
 a session of its own, the log as stdout and stderr, the environment (in ``/proc``
@@ -162,7 +162,7 @@ def can_fork_agents() -> bool:
     that still has only one thread (``fork()`` of a threaded process is not safe)."""
     from . import zygoterank
 
-    return zygoterank.SHOWN and len(os.listdir("/proc/self/task")) == 1
+    return zygoterank.SHOWN and zygoterank.thread_count() == 1
 
 
 def fork_waiting(count: int, run) -> list:
@@ -211,7 +211,9 @@ def _agent_child(r: int, prctl, run) -> None:
         run()
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        from .zygoterank import exit_code
+
+        code = exit_code(exc.code)
     except BaseException:  # noqa: BLE001 - printed, exit code 1: never return into the caller's code
         with contextlib.suppress(BaseException):
             import traceback

@@ -27,14 +27,12 @@ import os
 import signal
 import sys
 
-# What a worker imports (torch._dynamo and DCP's fsspec layer on first use): imported once by the agent.
-PRELOAD = (
-    "torch", "torch.distributed", "torch.distributed.run", "torch.distributed.fsdp", "torch._dynamo",
-    "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.checkpoint._fsspec_filesystem", "torch.distributed.device_mesh",
-    "parallel_budget.labs.engine.cli", "parallel_budget.labs.restart_drill", "parallel_budget.labs.engine.dcptrain",
-    "parallel_budget.labs.engine.dcpcheck", "parallel_budget.labs.engine.agents",
-)
+from parallel_budget.labs.engine import zygote
+
+# What a worker imports (torch._dynamo and DCP's fsspec layer on first use), imported once by the agent: what a
+# zygote preloads for the drill (whose driver forks the agents from it; the list lives there), and the lab.
+PRELOAD = (*zygote.PRELOAD, *(m for m in zygote.LAB_PRELOAD[zygote.LAB_MODULE.format(name="restart_drill")]
+                              if m != "parallel_budget.labs.engine.forkrun"), "parallel_budget.labs.restart_drill")
 AGENT_PID = "PB_FORKRUN_AGENT_PID"  # set by the agent: a worker checks that its parent is still it
 # The agent's handlers (torchrun turns these signals into SignalException); a worker gets Python's defaults.
 _AGENT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)

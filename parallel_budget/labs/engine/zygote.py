@@ -55,7 +55,7 @@ import signal
 import socket
 import sys
 
-from .zygoterank import ENV_PAD, become, identity_room, setup_rank
+from .zygoterank import ENV_PAD, become, identity_room, setup_rank, thread_count
 
 # Imported once in the zygote: what the ranks of every lab import (the lab modules themselves
 # run as __main__ in the rank, and a preloaded copy would make runpy warn).
@@ -72,21 +72,17 @@ LAB_PRELOAD = {
     "parallel_budget.labs.pipeline_schedule": ("torch.distributed.pipelining",),
     "parallel_budget.labs.checkpoint": ("torch.distributed.fsdp", "torch.distributed.checkpoint",
                                         "torch.distributed.checkpoint.state_dict"),
-    # the drill's driver forks its two torchrun agents (engine.agents): what forkrun.PRELOAD has them import
+    # the drill's driver forks its two torchrun agents (engine.agents); forkrun.PRELOAD is built from this
     "parallel_budget.labs.restart_drill": (
         "torch.distributed.run", "torch.distributed.fsdp", "torch._dynamo", "torch.distributed.checkpoint",
         "torch.distributed.checkpoint.state_dict", "torch.distributed.checkpoint._fsspec_filesystem",
-        "torch.distributed.device_mesh", "parallel_budget.labs.engine.forkrun", "parallel_budget.labs.engine.dcptrain",
-        "parallel_budget.labs.engine.dcpcheck", "parallel_budget.labs.engine.agents"),
+        "torch.distributed.device_mesh", "parallel_budget.labs.engine.dcptrain", "parallel_budget.labs.engine.dcpcheck",
+        "parallel_budget.labs.engine.agents", "parallel_budget.labs.engine.forkrun"),
 }
 LAB_MODULE = "parallel_budget.labs.{name}"
 CODE = "from parallel_budget.labs.engine import zygote; zygote.main()"
 MAX_MESSAGE = 1 << 20
 _PR_SET_PDEATHSIG = 1
-
-
-def thread_count() -> int:
-    return len(os.listdir("/proc/self/task"))
 
 
 def _die_with_parent() -> None:

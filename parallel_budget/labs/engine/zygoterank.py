@@ -27,6 +27,11 @@ CWD = "/"  # the zygote's folder: nothing in the caller's folder can shadow a pr
 SHOWN = False  # this process is a forked rank whose /proc identity was rewritten (so a fork of it can rewrite its own)
 
 
+def thread_count() -> int:
+    """Threads of this process (``fork()`` is safe only with one)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def _areas() -> tuple:
     """(arg_start, arg_end, env_start, env_end) of this process (``man 5 proc``, fields 48-51)."""
     with open("/proc/self/stat", "rb") as fh:
@@ -108,7 +113,7 @@ def become(request: dict) -> None:
         runpy._run_module_as_main(argv[2], alter_argv=True)  # what ``python -m`` itself calls
         code = 0
     except SystemExit as exc:
-        code = _exit_code(exc.code)
+        code = exit_code(exc.code)
     except KeyboardInterrupt:
         sys.excepthook(*sys.exc_info())
         code = -signal.SIGINT
@@ -118,7 +123,7 @@ def become(request: dict) -> None:
     exit_without_teardown(code)
 
 
-def _exit_code(code) -> int:
+def exit_code(code) -> int:
     """The exit status ``python`` gives ``SystemExit(code)``."""
     if code is None:
         return 0
